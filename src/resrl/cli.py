@@ -1,0 +1,50 @@
+"""`resrl` command line: one sub-command per module, registered here in one line each.
+
+Each command module exposes `register(subparsers)` which adds its parser and sets
+`func=<callable(args) -> int>`. Command modules import heavy libraries (torch, transformers)
+inside their run functions so that `resrl --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# sub-command modules, in the order they appear in `resrl --help`
+COMMAND_MODULES = [
+    "resrl.demo.command",      # resrl demo
+    "resrl.train.command",     # resrl train
+    "resrl.eval.command",      # resrl eval, resrl plot-passk
+    "resrl.models.command",    # resrl make-tiny-model, resrl convert-smollm2
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="resrl",
+        description="ResRL and RLVR baselines: train (TRL), evaluate (Avg@k, Pass@k), demo.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # a command module not written yet
+            if exc.name == name:
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
