@@ -1,0 +1,35 @@
+"""Framework-free PyTorch core: advantages, ResRL token weights, policy loss, algorithm registry.
+
+Imports no training engine; every engine of the project calls these functions.
+"""
+
+from .advantages import (
+    drgrpo_advantages,
+    dynamic_sampling_mask,
+    group_mean_std,
+    grpo_advantages,
+    length_scaled_rewards,
+    nsr_advantages,
+    overlong_penalty,
+    psr_advantages,
+    wreinforce_advantages,
+)
+from .loss import LossConfig, aggregate_loss, kl_estimate, policy_loss
+from .registry import (
+    ALGORITHMS,
+    AdvantageInputs,
+    AlgorithmConfig,
+    AlgorithmSpec,
+    compute_token_advantages,
+    get_algorithm,
+    register_algorithm,
+)
+from .residual import ResRLConfig, resrl_token_advantages
+
+__all__ = [
+    "ALGORITHMS", "AdvantageInputs", "AlgorithmConfig", "AlgorithmSpec", "LossConfig", "ResRLConfig",
+    "aggregate_loss", "compute_token_advantages", "drgrpo_advantages", "dynamic_sampling_mask",
+    "get_algorithm", "group_mean_std", "grpo_advantages", "kl_estimate", "length_scaled_rewards",
+    "nsr_advantages", "overlong_penalty", "policy_loss", "psr_advantages", "register_algorithm",
+    "resrl_token_advantages", "wreinforce_advantages",
+]

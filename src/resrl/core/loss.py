@@ -1,0 +1,162 @@
+"""Policy loss (spec §1): clipped surrogate with clip-higher and dual-clip, four aggregation
+modes, KL penalty (k1/k2/k3) and entropy bonus. Token advantages are `(B, T)` for every algorithm.
+
+    ρ = exp(logπ_θ − logπ_old)
+    ℓ_t = −min(ρ Ã, clip(ρ, 1 − ε_low, 1 + ε_high) Ã)                       (PPO / GRPO surrogate)
+    dual-clip (Ã < 0): ℓ_t = min(ℓ_t, −c Ã)  i.e. the loss of a negative token is capped at c|Ã|
+    L = agg(ℓ) + β_KL · agg(KL) − β_H · agg(H)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
+KL_ESTIMATORS = ("k1", "k2", "k3")
+
+
+@dataclass
+class LossConfig:
+    agg: str = "seq-mean-token-mean"        # the paper's Eq. 1
+    clip_eps_low: float = 0.2
+    clip_eps_high: float = 0.2
+    dual_clip_c: float | None = None        # e.g. 3.0; None = off
+    kl_coef: float = 0.0
+    kl_estimator: str = "k3"
+    entropy_coef: float = 0.0
+    max_response_length: int | None = None  # divisor of seq-mean-token-sum-norm (Dr.GRPO)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        if self.agg not in AGG_MODES:
+            raise ValueError(f"LossConfig.agg = {self.agg!r} is invalid: allowed {AGG_MODES}")
+        for name in ("clip_eps_low", "clip_eps_high"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0 <= v < 10):
+                raise ValueError(f"LossConfig.{name} = {v!r} is invalid: allowed a float in [0, 10)")
+        if self.clip_eps_low >= 1:
+            raise ValueError(f"LossConfig.clip_eps_low = {self.clip_eps_low!r} is invalid: allowed [0, 1)")
+        if self.dual_clip_c is not None and not (isinstance(self.dual_clip_c, (int, float)) and self.dual_clip_c > 1):
+            raise ValueError(f"LossConfig.dual_clip_c = {self.dual_clip_c!r} is invalid: allowed None or a float > 1")
+        if self.kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"LossConfig.kl_estimator = {self.kl_estimator!r} is invalid: allowed {KL_ESTIMATORS}")
+        for name in ("kl_coef", "entropy_coef"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v >= 0):
+                raise ValueError(f"LossConfig.{name} = {v!r} is invalid: allowed a float >= 0")
+        if self.agg == "seq-mean-token-sum-norm" and self.max_response_length is not None and self.max_response_length < 1:
+            raise ValueError("LossConfig.max_response_length must be >= 1")
+
+
+def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: str, max_response_length: int | None = None) -> Tensor:
+    """Reduce a (B, T) per-token loss to a scalar (spec §1).
+
+    token-mean:              Σ_{i,t} ℓ m / Σ_{i,t} m                  (DAPO)
+    seq-mean-token-mean:     mean_i [ Σ_t ℓ m / Σ_t m ]               (GRPO, paper's Eq. 1)
+    seq-mean-token-sum:      mean_i [ Σ_t ℓ m ]
+    seq-mean-token-sum-norm: mean_i [ Σ_t ℓ m ] / L_max               (Dr.GRPO; L_max defaults to T)
+    Sequences with no valid token are left out of the sequence means.
+    """
+    m = mask.to(loss_mat.dtype)
+    if mode == "token-mean":
+        return (loss_mat * m).sum() / m.sum().clamp(min=1.0)
+    seq_sum = (loss_mat * m).sum(dim=1)
+    seq_len = m.sum(dim=1)
+    has_tokens = (seq_len > 0).to(loss_mat.dtype)
+    n_seq = has_tokens.sum().clamp(min=1.0)
+    if mode == "seq-mean-token-mean":
+        return (seq_sum / seq_len.clamp(min=1.0) * has_tokens).sum() / n_seq
+    if mode == "seq-mean-token-sum":
+        return (seq_sum * has_tokens).sum() / n_seq
+    if mode == "seq-mean-token-sum-norm":
+        norm = float(max_response_length if max_response_length is not None else loss_mat.shape[1])
+        return (seq_sum * has_tokens).sum() / n_seq / norm
+    raise ValueError(f"unknown loss aggregation mode {mode!r}: allowed {AGG_MODES}")
+
+
+def kl_estimate(logprobs: Tensor, ref_logprobs: Tensor, estimator: str = "k3") -> Tensor:
+    """Per-token estimate of KL(π_θ ‖ π_ref) from samples of π_θ (Schulman's k1/k2/k3). (B,T) -> (B,T).
+
+    k1 = log r', k2 = ½ (log r')², k3 = exp(−log r') − 1 + log r', with log r' = logπ_θ − logπ_ref."""
+    log_ratio = logprobs - ref_logprobs
+    if estimator == "k1":
+        return log_ratio
+    if estimator == "k2":
+        return 0.5 * log_ratio.square()
+    if estimator == "k3":
+        return torch.exp(-log_ratio) - 1.0 + log_ratio
+    raise ValueError(f"unknown KL estimator {estimator!r}: allowed {KL_ESTIMATORS}")
+
+
+def policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    config: LossConfig | None = None,
+    ref_logprobs: Tensor | None = None,
+    entropy: Tensor | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """Clipped-surrogate loss to minimise.
+
+    logprobs, old_logprobs: (B, T) log-probs of the sampled tokens under π_θ and π_old;
+    advantages: (B, T) token advantages Ã (or (B,), broadcast); response_mask: (B, T);
+    ref_logprobs: (B, T) under π_ref (needed when kl_coef > 0); entropy: (B, T) (needed when
+    entropy_coef > 0, also logged when given). Returns (scalar loss, metrics of python floats).
+    """
+    cfg = config if config is not None else LossConfig()
+    if advantages.dim() == 1:
+        advantages = advantages[:, None].expand_as(logprobs)
+    for name, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("response_mask", response_mask)):
+        if t.shape != logprobs.shape:
+            raise ValueError(f"{name} must have the shape of logprobs {tuple(logprobs.shape)}, got {tuple(t.shape)}")
+    if cfg.kl_coef > 0 and ref_logprobs is None:
+        raise ValueError("LossConfig.kl_coef > 0 needs ref_logprobs")
+    if cfg.entropy_coef > 0 and entropy is None:
+        raise ValueError("LossConfig.entropy_coef > 0 needs entropy")
+    mask = response_mask.to(logprobs.dtype)
+    adv = advantages.to(logprobs.dtype)
+
+    log_ratio = logprobs - old_logprobs.detach()
+    ratio = torch.exp(log_ratio)
+    surr1 = ratio * adv
+    surr2 = torch.clamp(ratio, 1.0 - cfg.clip_eps_low, 1.0 + cfg.clip_eps_high) * adv
+    token_loss = -torch.minimum(surr1, surr2)
+    clipped = (surr2 < surr1)                                    # the clip is the active branch
+    if cfg.dual_clip_c is not None:
+        cap = -cfg.dual_clip_c * adv                             # = c·|Ã| for Ã < 0
+        dual = (adv < 0) & (token_loss > cap)
+        token_loss = torch.where(dual, cap, token_loss)
+    else:
+        dual = torch.zeros_like(clipped)
+
+    loss = aggregate_loss(token_loss, mask, cfg.agg, cfg.max_response_length)
+    metrics: dict[str, Tensor] = {"pg_loss": loss.detach()}
+    if cfg.kl_coef > 0 or ref_logprobs is not None:
+        kl = kl_estimate(logprobs, ref_logprobs, cfg.kl_estimator)
+        kl_agg = aggregate_loss(kl, mask, cfg.agg, cfg.max_response_length)
+        if cfg.kl_coef > 0:
+            loss = loss + cfg.kl_coef * kl_agg
+        metrics["kl"] = kl_agg.detach()
+    if entropy is not None:
+        ent = aggregate_loss(entropy, mask, cfg.agg, cfg.max_response_length)
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * ent
+        metrics["entropy"] = ent.detach()
+
+    n_tok = mask.sum().clamp(min=1.0)
+    with torch.no_grad():
+        metrics["clip_frac"] = (clipped.to(mask.dtype) * mask).sum() / n_tok
+        metrics["clip_frac_low"] = (((ratio < 1.0 - cfg.clip_eps_low) & (adv < 0)).to(mask.dtype) * mask).sum() / n_tok
+        metrics["clip_frac_high"] = (((ratio > 1.0 + cfg.clip_eps_high) & (adv > 0)).to(mask.dtype) * mask).sum() / n_tok
+        metrics["dual_clip_frac"] = (dual.to(mask.dtype) * mask).sum() / n_tok
+        # approximate KL(π_old ‖ π_θ) with k3 on the sampled tokens
+        metrics["approx_kl"] = ((torch.exp(-log_ratio) - 1.0 + log_ratio) * mask).sum() / n_tok
+        metrics["ratio_mean"] = (ratio * mask).sum() / n_tok
+    values = torch.stack([v.float() for v in metrics.values()]).tolist()
+    return loss, dict(zip(metrics.keys(), values))

@@ -1,0 +1,187 @@
+"""Algorithm name -> function producing `(B, T)` token advantages, so one loss serves all.
+
+Adding an algorithm is one function and one line:
+
+    @register_algorithm("my-algo", loss_defaults={"agg": "token-mean"})
+    def my_algo(inputs: AdvantageInputs, config: AlgorithmConfig) -> tuple[Tensor, dict]:
+        ...  # return (B, T) float32 token advantages (0 on padding) and a dict of floats
+
+`compute_token_advantages` applies the reward shaping configured in `AlgorithmConfig`
+(DAPO overlong penalty, spec §3 length scaling), then the algorithm.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+from torch import Tensor
+
+from . import advantages as A
+from .residual import ResRLConfig, resrl_token_advantages
+
+
+@dataclass
+class AdvantageInputs:
+    """One batch of scored responses. Shapes: B responses, T response positions, d features."""
+
+    rewards: Tensor                 # (B,) float
+    group_index: Tensor             # (B,) int64, any ids, any order
+    response_mask: Tensor           # (B, T) bool or 0/1
+    hidden: Tensor | None = None    # (B, T, d) penultimate-layer states (ResRL only)
+    truncated: Tensor | None = None  # (B,) bool, hit the length limit without EOS
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "grpo"
+    std_eps: float = 1e-6               # GRPO's eps in (r − mean) / (std + eps)
+    scale_rewards: str = "group"        # group | batch | none
+    wreinforce_lambda: float = 0.1      # λ of W-REINFORCE
+    correct_threshold: float = 0.0      # a response is correct when reward > this
+    resrl: ResRLConfig = field(default_factory=ResRLConfig)
+    overlong_buffer: int = 0            # DAPO overlong shaping: buffer length (0 = off)
+    overlong_penalty: float = 1.0       # ... and its maximal penalty
+    max_response_length: int | None = None  # L_max for overlong shaping and length scaling
+    length_scale: bool = False          # spec §3 length-scaled positive reward
+    length_scale_start: int = 3500
+    length_scale_min: float = 0.7
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        if self.name not in ALGORITHMS:
+            raise ValueError(f"AlgorithmConfig.name = {self.name!r} is unknown: allowed {sorted(ALGORITHMS)}")
+        if not (isinstance(self.std_eps, (int, float)) and self.std_eps >= 0):
+            raise ValueError(f"AlgorithmConfig.std_eps must be a float >= 0, got {self.std_eps!r}")
+        if self.scale_rewards not in A.SCALE_MODES:
+            raise ValueError(f"AlgorithmConfig.scale_rewards must be one of {A.SCALE_MODES}, got {self.scale_rewards!r}")
+        if not isinstance(self.resrl, ResRLConfig):
+            raise ValueError("AlgorithmConfig.resrl must be a ResRLConfig")
+        if not (isinstance(self.overlong_buffer, int) and self.overlong_buffer >= 0):
+            raise ValueError(f"AlgorithmConfig.overlong_buffer must be an int >= 0, got {self.overlong_buffer!r}")
+        needs_len = self.overlong_buffer > 0 or self.length_scale
+        if needs_len and not (isinstance(self.max_response_length, int) and self.max_response_length >= 1):
+            raise ValueError("AlgorithmConfig.max_response_length must be set (an int >= 1) when "
+                             "overlong_buffer > 0 or length_scale is on")
+        if self.overlong_buffer > 0 and self.overlong_buffer > self.max_response_length:
+            raise ValueError("AlgorithmConfig.overlong_buffer must be <= max_response_length")
+        if self.length_scale:
+            if not 0 <= self.length_scale_start < self.max_response_length:
+                raise ValueError("AlgorithmConfig.length_scale_start must be in [0, max_response_length)")
+            if not 0.0 <= self.length_scale_min <= 1.0:
+                raise ValueError("AlgorithmConfig.length_scale_min must be in [0, 1]")
+
+
+AlgorithmFn = Callable[[AdvantageInputs, AlgorithmConfig], "tuple[Tensor, dict[str, float]]"]
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    fn: AlgorithmFn
+    needs_hidden: bool = False          # the engine must collect penultimate-layer states
+    loss_defaults: dict = field(default_factory=dict)  # LossConfig overrides (the paper's setting)
+    dynamic_sampling: bool = False      # drop groups with all-equal rewards and refill (DAPO)
+    reward_defaults: dict = field(default_factory=dict)  # AlgorithmConfig overrides (e.g. shaping)
+
+
+ALGORITHMS: dict[str, AlgorithmSpec] = {}
+
+
+def register_algorithm(name: str, *, needs_hidden: bool = False, loss_defaults: dict | None = None,
+                       dynamic_sampling: bool = False, reward_defaults: dict | None = None):
+    def deco(fn: AlgorithmFn) -> AlgorithmFn:
+        if name in ALGORITHMS:
+            raise ValueError(f"algorithm {name!r} is already registered")
+        ALGORITHMS[name] = AlgorithmSpec(fn, needs_hidden, dict(loss_defaults or {}), dynamic_sampling,
+                                         dict(reward_defaults or {}))
+        return fn
+    return deco
+
+
+def get_algorithm(name: str) -> AlgorithmSpec:
+    try:
+        return ALGORITHMS[name]
+    except KeyError:
+        raise ValueError(f"unknown algorithm {name!r}: choose one of {sorted(ALGORITHMS)}") from None
+
+
+def _broadcast(seq_adv: Tensor, mask: Tensor) -> Tensor:
+    """(B,) sequence advantages -> (B, T) float32 token advantages, 0 on padding."""
+    return seq_adv.float()[:, None] * mask.to(torch.float32)
+
+
+# ---- the algorithms (spec §4) ------------------------------------------------------------------
+
+@register_algorithm("grpo")
+def grpo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
+    return _broadcast(adv, inputs.response_mask), {}
+
+
+@register_algorithm("drgrpo", loss_defaults={"agg": "seq-mean-token-sum-norm"})
+def drgrpo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    return _broadcast(A.drgrpo_advantages(inputs.rewards, inputs.group_index), inputs.response_mask), {}
+
+
+@register_algorithm("dapo", loss_defaults={"agg": "token-mean", "clip_eps_low": 0.2, "clip_eps_high": 0.28},
+                    dynamic_sampling=True)
+def dapo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    # DAPO's advantage is GRPO's; its other pieces are the loss defaults, dynamic sampling and the
+    # overlong shaping applied by compute_token_advantages when overlong_buffer > 0.
+    return grpo(inputs, cfg)
+
+
+@register_algorithm("psr")
+def psr(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    return _broadcast(A.psr_advantages(inputs.rewards, cfg.correct_threshold), inputs.response_mask), {}
+
+
+@register_algorithm("nsr")
+def nsr(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    return _broadcast(A.nsr_advantages(inputs.rewards, cfg.correct_threshold), inputs.response_mask), {}
+
+
+@register_algorithm("w-reinforce")
+def w_reinforce(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    adv = A.wreinforce_advantages(inputs.rewards, cfg.wreinforce_lambda, cfg.correct_threshold)
+    return _broadcast(adv, inputs.response_mask), {}
+
+
+@register_algorithm("resrl", needs_hidden=True)
+def resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    if inputs.hidden is None:
+        raise ValueError("algorithm 'resrl' needs the penultimate-layer hidden states (inputs.hidden)")
+    adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
+    return resrl_token_advantages(inputs.hidden, inputs.response_mask, adv, inputs.group_index,
+                                  cfg.resrl, inputs.truncated)
+
+
+def shape_rewards(rewards: Tensor, lengths: Tensor, cfg: AlgorithmConfig) -> Tensor:
+    """Apply the configured reward shaping: DAPO overlong penalty, then spec §3 length scaling."""
+    r = rewards.float()
+    if cfg.overlong_buffer > 0:
+        r = r + A.overlong_penalty(lengths, cfg.max_response_length, cfg.overlong_buffer, cfg.overlong_penalty)
+    if cfg.length_scale:
+        r = A.length_scaled_rewards(r, lengths, cfg.length_scale_start, cfg.max_response_length,
+                                    cfg.length_scale_min)
+    return r
+
+
+def compute_token_advantages(inputs: AdvantageInputs, config: AlgorithmConfig) -> tuple[Tensor, dict[str, float]]:
+    """Shaped rewards -> the configured algorithm's (B, T) float32 token advantages and its stats."""
+    spec = get_algorithm(config.name)
+    mask = inputs.response_mask
+    if inputs.rewards.dim() != 1 or mask.dim() != 2 or mask.shape[0] != inputs.rewards.shape[0]:
+        raise ValueError(f"rewards must be (B,) and response_mask (B, T); got {tuple(inputs.rewards.shape)} "
+                         f"and {tuple(mask.shape)}")
+    if inputs.group_index.shape != inputs.rewards.shape:
+        raise ValueError(f"group_index must be (B,) like rewards, got {tuple(inputs.group_index.shape)}")
+    if not bool(torch.isfinite(inputs.rewards.float()).all()):
+        raise ValueError("rewards contain NaN or inf")
+    shaped = shape_rewards(inputs.rewards, mask.sum(dim=1), config)
+    shaped_inputs = AdvantageInputs(shaped, inputs.group_index, mask, inputs.hidden, inputs.truncated)
+    token_adv, stats = spec.fn(shaped_inputs, config)
+    return token_adv.float(), dict(stats)

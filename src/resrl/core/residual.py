@@ -1,0 +1,491 @@
+"""ResRL token-wise advantages (spec §2, the paper's Algorithm 1), for all groups of a batch at once.
+
+For each prompt group with at least one positive response (Â_i > 0):
+
+    X+   = LN(h) − μ+ over (at most M_max, boundary-aware) sampled positive tokens     (step 3-4)
+    V_k  = top-k right singular vectors of X+,  k = min(rank, M − 1, d)                  (step 5)
+    R    = (‖x‖² − ‖V_kᵀ x‖²) / d      for every valid negative token x = LN(h) − μ+     (step 6)
+    ω    = ξ + (1 − ξ) · clamp((R − Q(D, α)) / (Q(D, β) − Q(D, α) + ε), 0, 1)            (step 7)
+    Ã    = λ_pos · Â  on positives,   ω · Â  on negatives,   0 on padding                (step 8)
+
+How it is made fast (issue 2, item 5): the groups are laid out as padded `(G, M_pad, d)` /
+`(G, N_pad, d)` blocks and processed together in a few chunks bounded by `chunk_mb`; the
+residual uses ‖x‖² − ‖V_kᵀx‖² (no `(B, T, d)` residual tensor), layer-norm runs only on the
+gathered valid tokens, quantiles are computed by one batched sort, and the only host
+synchronisations are a handful per batch (sizes of the gathered sets), never one per sample.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import torch
+from torch import Tensor
+
+SVD_MODES = ("randomized", "exact")
+HIDDEN_ALIGNMENTS = ("predicting", "token")
+_HASH_PRIME = 2147483647  # 2^31 − 1, keeps every intermediate product inside int64
+
+
+@dataclass
+class ResRLConfig:
+    """Hyper-parameters of ResRL's token weights (spec §2). Defaults are the spec's.
+
+    rank             k, rank of the positive subspace (effective k = min(rank, M − 1, d))
+    max_pos_tokens   M_max, cap on sampled positive tokens per group
+    boundary_tokens  first/last tokens of every positive response always kept (budget allowing)
+    quantile_low     α, lower gating quantile of the group's negative residuals
+    quantile_high    β, upper gating quantile
+    min_weight       ξ, the smallest weight a negative token can get
+    pos_scale        λ_pos, scale of positive advantages
+    eps              ε in the gate's denominator
+    ln_eps           epsilon of the affine-free layer norm
+    no_contrast_tol  relative spread under which the gate is off (ω = ξ): q_high − q_low ≤
+                     no_contrast_tol · mean(‖x‖²/d)
+    truncation_guard ω = 1 on the last `truncation_tail` tokens of truncated negatives
+    svd              "randomized" (default, fast) or "exact" (full SVD)
+    oversample       extra columns of the randomized range finder (q = k + oversample)
+    power_iters      power iterations of the randomized range finder
+    seed             seed of the positive-token subsampling and of the random test matrix
+    hidden_alignment "predicting" (state at t−1, the paper's) or "token" (state at t); used by the
+                     engines that extract the states, the core receives them already aligned
+    chunk_mb         memory budget (MiB) of one chunk of float32 gathered states
+    """
+
+    rank: int = 64
+    max_pos_tokens: int = 4096
+    boundary_tokens: int = 32
+    quantile_low: float = 0.1
+    quantile_high: float = 0.9
+    min_weight: float = 0.1
+    pos_scale: float = 0.1
+    eps: float = 1e-6
+    ln_eps: float = 1e-5
+    no_contrast_tol: float = 1e-5
+    truncation_guard: bool = False
+    truncation_tail: int = 256
+    svd: str = "randomized"
+    oversample: int = 10
+    power_iters: int = 2
+    seed: int = 0
+    hidden_alignment: str = "predicting"
+    chunk_mb: int = 256
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        def need(ok: bool, name: str, allowed: str) -> None:
+            if not ok:
+                raise ValueError(
+                    f"ResRLConfig.{name} = {getattr(self, name)!r} is invalid: allowed {allowed}"
+                )
+
+        def is_int(v) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool)
+
+        def is_num(v) -> bool:
+            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+        need(is_int(self.rank) and self.rank >= 1, "rank", "an int >= 1")
+        need(is_int(self.max_pos_tokens) and self.max_pos_tokens >= 2, "max_pos_tokens", "an int >= 2")
+        need(is_int(self.boundary_tokens) and self.boundary_tokens >= 0, "boundary_tokens", "an int >= 0")
+        need(is_num(self.quantile_low) and 0.0 <= self.quantile_low < 1.0, "quantile_low", "a float in [0, 1)")
+        need(is_num(self.quantile_high) and 0.0 < self.quantile_high <= 1.0, "quantile_high", "a float in (0, 1]")
+        need(self.quantile_low < self.quantile_high, "quantile_high", f"a float > quantile_low ({self.quantile_low})")
+        need(is_num(self.min_weight) and 0.0 <= self.min_weight <= 1.0, "min_weight", "a float in [0, 1]")
+        need(is_num(self.pos_scale) and self.pos_scale >= 0.0, "pos_scale", "a float >= 0")
+        need(is_num(self.eps) and self.eps > 0.0, "eps", "a float > 0")
+        need(is_num(self.ln_eps) and self.ln_eps > 0.0, "ln_eps", "a float > 0")
+        need(is_num(self.no_contrast_tol) and self.no_contrast_tol >= 0.0, "no_contrast_tol", "a float >= 0")
+        need(isinstance(self.truncation_guard, bool), "truncation_guard", "True or False")
+        need(is_int(self.truncation_tail) and self.truncation_tail >= 1, "truncation_tail", "an int >= 1")
+        need(self.svd in SVD_MODES, "svd", f"one of {SVD_MODES}")
+        need(is_int(self.oversample) and self.oversample >= 0, "oversample", "an int >= 0")
+        need(is_int(self.power_iters) and self.power_iters >= 0, "power_iters", "an int >= 0")
+        need(is_int(self.seed) and self.seed >= 0, "seed", "an int >= 0")
+        need(self.hidden_alignment in HIDDEN_ALIGNMENTS, "hidden_alignment", f"one of {HIDDEN_ALIGNMENTS}")
+        need(is_int(self.chunk_mb) and self.chunk_mb >= 1, "chunk_mb", "an int >= 1")
+
+    @classmethod
+    def field_names(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+# --------------------------------------------------------------------------------------------
+# input checks
+# --------------------------------------------------------------------------------------------
+
+def _check_inputs(hidden, response_mask, advantages, group_index, truncated):
+    if not isinstance(hidden, Tensor) or hidden.dim() != 3 or not hidden.is_floating_point():
+        raise ValueError(f"hidden must be a float tensor of shape (B, T, d), got "
+                         f"{getattr(hidden, 'shape', type(hidden))} {getattr(hidden, 'dtype', '')}")
+    B, T, d = hidden.shape
+    if d < 1:
+        raise ValueError("hidden must have d >= 1 features")
+    if not isinstance(response_mask, Tensor) or tuple(response_mask.shape) != (B, T):
+        raise ValueError(f"response_mask must have shape (B, T) = {(B, T)} like hidden, got "
+                         f"{tuple(getattr(response_mask, 'shape', ()))}")
+    if response_mask.dtype != torch.bool:
+        if response_mask.is_floating_point() or response_mask.is_complex():
+            ok = ((response_mask == 0) | (response_mask == 1)).all()
+        else:
+            ok = ((response_mask == 0) | (response_mask == 1)).all()
+        if not bool(ok):
+            raise ValueError("response_mask must be bool or contain only 0/1")
+        response_mask = response_mask != 0
+    if not isinstance(advantages, Tensor) or tuple(advantages.shape) != (B,):
+        raise ValueError(f"advantages must have shape (B,) = ({B},), got {tuple(getattr(advantages, 'shape', ()))}")
+    if not bool(torch.isfinite(advantages).all()):
+        raise ValueError("advantages contain NaN or inf")
+    if not isinstance(group_index, Tensor) or tuple(group_index.shape) != (B,):
+        raise ValueError(f"group_index must have shape (B,) = ({B},), got {tuple(getattr(group_index, 'shape', ()))}")
+    if group_index.is_floating_point() or group_index.dtype == torch.bool:
+        raise ValueError(f"group_index must be an integer tensor, got {group_index.dtype}")
+    if truncated is not None:
+        if not isinstance(truncated, Tensor) or tuple(truncated.shape) != (B,):
+            raise ValueError(f"truncated must have shape (B,) = ({B},), got {tuple(getattr(truncated, 'shape', ()))}")
+        truncated = truncated.to(device=hidden.device).bool()
+    for name, t in (("response_mask", response_mask), ("advantages", advantages), ("group_index", group_index)):
+        if t.device != hidden.device:
+            raise ValueError(f"{name} is on {t.device} but hidden is on {hidden.device}")
+    return response_mask, truncated
+
+
+def _check_finite_valid(hidden: Tensor, mask: Tensor) -> None:
+    """ValueError if a valid token has a NaN/inf hidden state (one fused pass, no float32 copy)."""
+    row_sums = torch.sum(hidden, dim=-1, dtype=torch.float32)  # (B, T); NaN/inf propagate
+    bad = mask & ~torch.isfinite(row_sums)
+    if bool(bad.any()):
+        b, t = (int(v) for v in bad.nonzero()[0])
+        raise ValueError(
+            f"hidden contains NaN or inf at a valid response token (row {b}, position {t}); "
+            f"{int(bad.sum())} valid token(s) affected"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# building blocks (pure functions, shapes at the boundary)
+# --------------------------------------------------------------------------------------------
+
+def layer_norm_no_affine(h: Tensor, eps: float) -> Tensor:
+    """LN(h) = (h − mean(h)) / sqrt(var(h) + eps) over the last dim, float32. (..., d) -> (..., d)."""
+    h = h.float()
+    var, mean = torch.var_mean(h, dim=-1, keepdim=True, unbiased=False)
+    return (h - mean) * torch.rsqrt(var + eps)
+
+
+def _mix_hash(seed: int, a: Tensor, b: Tensor) -> Tensor:
+    """Deterministic pseudo-random int64 keys in [1, 2^31) from (seed, a, b); a, b int64 >= 0."""
+    p = _HASH_PRIME
+    x = torch.full_like(a, (seed * 2654435761 + 12345) % p)
+    for v in (a, b):
+        x = (x * 48271 + v % p) % p
+        x = x ^ (x >> 13)
+        x = (x * 69621) % p
+        x = x ^ (x >> 11)
+    x = (x * 48271) % p
+    return x + 1
+
+
+def quantiles_per_row(values: Tensor, counts: Tensor, qs: tuple[float, ...]) -> list[Tensor]:
+    """Linear-interpolation quantiles (numpy/torch default) of the first `counts[g]` valid
+    entries of each row. values: (G, N) with invalid entries = +inf; counts: (G,) >= 1.
+    Returns one (G,) tensor per q."""
+    sorted_vals, _ = torch.sort(values, dim=1)
+    last = (counts - 1).clamp(min=0).to(values.dtype)
+    out = []
+    for q in qs:
+        pos = q * last
+        lo = pos.floor().long()
+        hi = pos.ceil().long()
+        frac = pos - lo.to(values.dtype)
+        v_lo = sorted_vals.gather(1, lo[:, None])[:, 0]
+        v_hi = sorted_vals.gather(1, hi[:, None])[:, 0]
+        out.append(v_lo + (v_hi - v_lo) * frac)
+    return out
+
+
+def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, power_iters: int,
+                               omega: Tensor | None = None) -> Tensor:
+    """Top-k right singular vectors of each (M, d) block. X: (G, M, d) float32 -> V: (G, d, k).
+
+    "randomized": Halko-Martinsson-Tropp range finder with q = k + oversample columns and
+    `power_iters` QR-stabilised power iterations, then an exact SVD of the small (q, d) matrix.
+    `omega` is the (d, q) Gaussian test matrix, shared by all groups so that the result of a group
+    does not depend on which other groups share its batch. Falls back to exact when q >= min(M, d).
+    """
+    G, M, d = X.shape
+    q = k + oversample
+    if mode == "exact" or omega is None or q >= min(M, d):
+        _, _, Vh = torch.linalg.svd(X, full_matrices=False)           # Vh: (G, min(M,d), d)
+        V = Vh[:, :k].mT
+    else:
+        Q = torch.linalg.qr(X @ omega[:, :q]).Q                      # (G, M, q)
+        for _ in range(power_iters):
+            Z = torch.linalg.qr(X.mT @ Q).Q                            # (G, d, q)
+            Q = torch.linalg.qr(X @ Z).Q                               # (G, M, q)
+        small = Q.mT @ X                                               # (G, q, d)
+        _, _, Vh = torch.linalg.svd(small, full_matrices=False)       # (G, q, d)
+        V = Vh[:, :k].mT
+    if V.shape[-1] < k:  # fewer singular vectors than k exist (min(M, d) < k): pad with zeros
+        V = torch.nn.functional.pad(V, (0, k - V.shape[-1]))
+    return V
+
+
+def _pad_by_group(group_of_item: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
+    """Lay items (already sorted by group) out as a padded (G, max_count) index matrix.
+
+    group_of_item: (N,) int64 non-decreasing. Returns (index (G, P) int64 with −1 for padding,
+    counts (G,) int64)."""
+    counts = torch.bincount(group_of_item, minlength=num_groups)
+    width = int(counts.max()) if group_of_item.numel() else 0
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(group_of_item.numel(), device=group_of_item.device) - starts[group_of_item]
+    index = torch.full((num_groups, max(width, 1)), -1, dtype=torch.long, device=group_of_item.device)
+    index[group_of_item, slot] = torch.arange(group_of_item.numel(), device=group_of_item.device)
+    return index, counts
+
+
+# --------------------------------------------------------------------------------------------
+# the algorithm
+# --------------------------------------------------------------------------------------------
+
+def resrl_token_advantages(
+    hidden: Tensor,
+    response_mask: Tensor,
+    advantages: Tensor,
+    group_index: Tensor,
+    config: ResRLConfig | None = None,
+    truncated: Tensor | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """ResRL token advantages Ã (spec §2).
+
+    hidden:        (B, T, d) any float dtype, penultimate-layer states aligned to response tokens
+    response_mask: (B, T) bool or 0/1, valid response tokens (any padding side, inner padding ok)
+    advantages:    (B,) float, group-normalised sequence advantages Â_i
+    group_index:   (B,) int, group ids in any order (groups may be interleaved)
+    truncated:     optional (B,) bool, response hit the length limit without EOS
+    Returns token_adv (B, T) float32 (0 on padding) and a dict of python-float statistics.
+    """
+    cfg = config if config is not None else ResRLConfig()
+    cfg.validate()
+    mask, truncated = _check_inputs(hidden, response_mask, advantages, group_index, truncated)
+    B, T, d = hidden.shape
+    device = hidden.device
+    adv = advantages.to(device=device, dtype=torch.float32)
+    _check_finite_valid(hidden, mask)
+
+    is_pos = adv > 0                                                   # (B,)  P = {Â > 0}
+    omega = torch.ones(B, T, dtype=torch.float32, device=device)       # ω = 1 unless reweighted
+    _, gid = torch.unique(group_index, return_inverse=True)           # dense group ids (B,)
+    G = int(gid.max()) + 1 if B else 0
+
+    lengths = mask.sum(dim=1)                                          # (B,)
+    valid_b, valid_t = mask.nonzero(as_tuple=True)                     # (N,) row-major order
+    t_valid = (torch.cumsum(mask, dim=1) - 1)[valid_b, valid_t]        # position among valid tokens
+    from_end = lengths[valid_b] - 1 - t_valid                          # 0 = last valid token
+    tok_group = gid[valid_b]
+    tok_pos = is_pos[valid_b]
+
+    # a group is reweighted when it has a positive response and a valid negative token
+    pos_tokens_per_group = torch.bincount(tok_group[tok_pos], minlength=G)
+    neg_tokens_per_group = torch.bincount(tok_group[~tok_pos], minlength=G)
+    has_pos = torch.bincount(gid[is_pos], minlength=G) > 0
+    active = (pos_tokens_per_group > 0) & (neg_tokens_per_group > 0)
+
+    stats_acc = _StatsAccumulator(device)
+    if bool(active.any()):
+        _reweight_active_groups(
+            hidden.reshape(B * T, d), valid_b * T + valid_t, tok_group, tok_pos, t_valid, from_end,
+            gid, is_pos, active, G, cfg, omega, stats_acc,
+        )
+
+    if cfg.truncation_guard and truncated is not None:
+        # spec §2 step 7: a truncated negative keeps full weight on its last `truncation_tail` tokens
+        guard = truncated[valid_b] & ~tok_pos & (from_end < cfg.truncation_tail)
+        omega[valid_b[guard], valid_t[guard]] = 1.0
+
+    # step 8
+    seq_adv = adv[:, None].expand(B, T)
+    token_adv = torch.where(is_pos[:, None], cfg.pos_scale * seq_adv, omega * seq_adv)
+    token_adv = torch.where(mask, token_adv, torch.zeros_like(token_adv))
+
+    # ω statistics over the valid negative tokens of reweighted groups (where the method acts)
+    neg_in_active = (~tok_pos) & active[tok_group]
+    w = omega[valid_b[neg_in_active], valid_t[neg_in_active]]
+    stats = stats_acc.finish(w, cfg.min_weight, int(has_pos.sum()), G)
+    return token_adv, stats
+
+
+class _StatsAccumulator:
+    """Collects per-group diagnostics as tensors; one host sync in `finish`."""
+
+    def __init__(self, device):
+        self.device = device
+        self.eff_rank: list[Tensor] = []
+        self.energy: list[Tensor] = []
+        self.num_pos: list[Tensor] = []
+        self.no_contrast: list[Tensor] = []
+
+    def finish(self, w: Tensor, min_weight: float, groups_with_pos: int, num_groups: int) -> dict[str, float]:
+        def cat(xs):
+            return torch.cat(xs).float() if xs else torch.zeros(0, device=self.device)
+
+        eff_rank, energy, num_pos, no_contrast = map(cat, (self.eff_rank, self.energy, self.num_pos, self.no_contrast))
+        nan = torch.tensor(float("nan"), device=self.device)
+        empty = w.numel() == 0
+        vals = torch.stack([
+            w.mean() if not empty else nan,
+            w.min() if not empty else nan,
+            w.max() if not empty else nan,
+            (w < 1).float().mean() if not empty else nan,
+            (w <= min_weight + 1e-6).float().mean() if not empty else nan,
+            eff_rank.mean() if eff_rank.numel() else nan,
+            energy.mean() if energy.numel() else nan,
+            num_pos.mean() if num_pos.numel() else nan,
+            no_contrast.sum() if no_contrast.numel() else torch.zeros((), device=self.device),
+            torch.tensor(float(w.numel()), device=self.device),
+        ]).tolist()
+        keys = ["omega_mean", "omega_min", "omega_max", "frac_downweighted", "frac_at_min_weight",
+                "effective_rank", "captured_energy", "num_pos_tokens", "groups_no_contrast",
+                "num_neg_tokens"]
+        stats = dict(zip(keys, vals))
+        stats["groups_reweighted"] = float(eff_rank.numel())
+        stats["groups_with_pos"] = float(groups_with_pos)
+        stats["groups_without_pos"] = float(num_groups - groups_with_pos)
+        return stats
+
+
+def _sample_positive_tokens(tok_idx, tok_group, t_valid, from_end, rank_in_group, pos_resp_per_group,
+                            cfg: ResRLConfig):
+    """Boundary-aware sampling of positive tokens (spec §2 step 3), all groups at once.
+
+    Every positive response keeps its first and last b tokens, b = min(boundary_tokens,
+    M_max // (2 · #positive responses of its group)) so that they always fit the budget; the other
+    ("middle") tokens get a pseudo-random key from (seed, response rank in group, position) and the
+    M_max − (#boundary) smallest keys are kept: a uniform subsample without replacement that
+    depends neither on padding nor on where the groups sit in the batch.
+    Inputs are (N+,) over valid positive tokens of reweighted groups; returns the kept subset's
+    positions into those inputs, sorted by group.
+    """
+    b_eff = torch.clamp(cfg.max_pos_tokens // (2 * pos_resp_per_group[tok_group]), max=cfg.boundary_tokens)
+    boundary = (t_valid < b_eff) | (from_end < b_eff)
+    key = torch.where(boundary, torch.zeros_like(t_valid), _mix_hash(cfg.seed, rank_in_group, t_valid))
+    order = torch.argsort(tok_group * (1 << 32) + key, stable=True)   # by group, then key
+    g_sorted = tok_group[order]
+    counts = torch.bincount(g_sorted, minlength=int(pos_resp_per_group.numel()))
+    starts = torch.cumsum(counts, 0) - counts
+    rank = torch.arange(order.numel(), device=order.device) - starts[g_sorted]
+    keep = order[rank < cfg.max_pos_tokens]
+    # re-sort the kept tokens by (group, original order) so that their layout is canonical
+    keep = keep[torch.argsort(tok_group[keep] * (tok_idx.numel() + 1) + keep, stable=True)]
+    return keep
+
+
+def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, from_end, gid, is_pos,
+                            active, G, cfg, omega, stats_acc):
+    """Fill ω (B, T) for the negative tokens of every reweighted group (spec §2 steps 3-7)."""
+    device = h_flat.device
+    d = h_flat.shape[1]
+    B, T = omega.shape
+
+    # dense ids over reweighted groups only
+    act_id = torch.cumsum(active.long(), 0) - 1                        # (G,) valid where active
+    Ga = int(active.sum())
+    sel = active[tok_group]
+
+    # ---- positives: boundary-aware sample (step 3)
+    pos_sel = (sel & tok_pos).nonzero(as_tuple=True)[0]
+    # rank of each response inside its group, in batch order (for the sampling keys)
+    order_b = torch.argsort(gid, stable=True)
+    group_counts = torch.bincount(gid, minlength=G)
+    rank_in_group = torch.empty_like(gid)
+    rank_in_group[order_b] = torch.arange(gid.numel(), device=device) - (torch.cumsum(group_counts, 0) - group_counts)[gid[order_b]]
+    pos_resp_per_group = torch.bincount(gid[is_pos], minlength=G).clamp(min=1)
+    tok_b = tok_flat_idx // T
+    keep = _sample_positive_tokens(
+        tok_flat_idx[pos_sel], tok_group[pos_sel], t_valid[pos_sel], from_end[pos_sel],
+        rank_in_group[tok_b[pos_sel]], pos_resp_per_group, cfg,
+    )
+    pos_flat = tok_flat_idx[pos_sel][keep]
+    pos_gid = act_id[tok_group[pos_sel][keep]]
+    pos_index, pos_counts = _pad_by_group(pos_gid, Ga)                # (Ga, M_pad), (Ga,)
+
+    # ---- negatives of reweighted groups, laid out per group (stable: batch order kept)
+    neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
+    neg_order = torch.argsort(act_id[tok_group[neg_sel]], stable=True)
+    neg_sel = neg_sel[neg_order]
+    neg_flat = tok_flat_idx[neg_sel]
+    neg_index, neg_counts = _pad_by_group(act_id[tok_group[neg_sel]], Ga)   # (Ga, N_pad), (Ga,)
+
+    eff_k = torch.clamp(torch.minimum(pos_counts - 1, torch.full_like(pos_counts, min(cfg.rank, d))), min=0)
+    k_max = max(int(eff_k.max()), 1)
+
+    # shared Gaussian test matrix for the randomized range finder (deterministic in the seed)
+    test_matrix = None
+    if cfg.svd == "randomized":
+        gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
+        test_matrix = torch.randn(d, k_max + cfg.oversample, generator=gen).to(device)
+
+    # chunk the groups so that the float32 gathered states stay within chunk_mb
+    per_group_bytes = (pos_index.shape[1] + neg_index.shape[1]) * d * 4 * 3
+    groups_per_chunk = max(1, (cfg.chunk_mb << 20) // max(per_group_bytes, 1))
+    omega_neg = torch.empty(neg_flat.numel(), dtype=torch.float32, device=device)
+    for start in range(0, Ga, groups_per_chunk):
+        stop = min(Ga, start + groups_per_chunk)
+        w_chunk = _weights_for_group_chunk(
+            h_flat, pos_flat, pos_index[start:stop], pos_counts[start:stop],
+            neg_flat, neg_index[start:stop], neg_counts[start:stop], eff_k[start:stop], k_max,
+            cfg, test_matrix, stats_acc,
+        )
+        idx = neg_index[start:stop]
+        valid = idx >= 0
+        omega_neg[idx[valid]] = w_chunk[valid]
+    omega.view(-1)[neg_flat] = omega_neg
+
+
+def _weights_for_group_chunk(h_flat, pos_flat, pos_index, pos_counts, neg_flat, neg_index, neg_counts,
+                             eff_k, k_max, cfg, test_matrix, stats_acc):
+    """ω for the negatives of a chunk of groups. Returns (Gc, N_pad) float32 (garbage on padding)."""
+    d = h_flat.shape[1]
+    # step 4: LN on the gathered valid tokens only, centred on the sampled positives' mean
+    pos_valid = pos_index >= 0                                         # (Gc, M_pad)
+    Xp = layer_norm_no_affine(h_flat[pos_flat[pos_index.clamp(min=0)]], cfg.ln_eps)  # (Gc, M_pad, d)
+    Xp = Xp * pos_valid[..., None]
+    mu = Xp.sum(dim=1) / pos_counts.clamp(min=1)[:, None].float()      # (Gc, d)  μ+
+    Xp = (Xp - mu[:, None, :]) * pos_valid[..., None]                  # X+ (zero rows on padding)
+
+    # step 5: V_k with effective k per group (columns beyond eff_k are zeroed)
+    V = top_right_singular_vectors(Xp, k_max, cfg.svd, cfg.oversample, cfg.power_iters, test_matrix)
+    col_ok = torch.arange(k_max, device=V.device)[None, :] < eff_k[:, None]   # (Gc, k_max)
+    V = V * col_ok[:, None, :]                                         # (Gc, d, k_max)
+    pos_energy = Xp.square().sum(dim=(1, 2))
+    captured = (Xp @ V).square().sum(dim=(1, 2)) / pos_energy.clamp(min=1e-30)
+    del Xp
+
+    # step 6: R = (‖x‖² − ‖V_kᵀx‖²) / d, no residual tensor
+    neg_valid = neg_index >= 0                                         # (Gc, N_pad)
+    x = layer_norm_no_affine(h_flat[neg_flat[neg_index.clamp(min=0)]], cfg.ln_eps) - mu[:, None, :]
+    sq = x.square().sum(dim=-1)                                        # (Gc, N_pad)  ‖x‖²
+    proj = (x @ V).square().sum(dim=-1)                                # (Gc, N_pad)  ‖V_kᵀ x‖²
+    del x
+    R = (sq - proj).clamp(min=0.0) / d
+
+    # step 7: gate on the group's pooled negative residuals
+    R_for_q = torch.where(neg_valid, R, torch.full_like(R, float("inf")))
+    q_low, q_high = quantiles_per_row(R_for_q, neg_counts, (cfg.quantile_low, cfg.quantile_high))
+    spread = q_high - q_low
+    mean_sq = (sq * neg_valid).sum(dim=1) / neg_counts.clamp(min=1).float() / d
+    no_contrast = spread <= cfg.no_contrast_tol * mean_sq              # (Gc,)
+    z = ((R - q_low[:, None]) / (spread[:, None] + cfg.eps)).clamp(0.0, 1.0)
+    w = cfg.min_weight + (1.0 - cfg.min_weight) * z
+    w = torch.where(no_contrast[:, None], torch.full_like(w, cfg.min_weight), w)
+    w = torch.where((eff_k < 1)[:, None], torch.ones_like(w), w)      # no subspace: plain GRPO weight
+
+    stats_acc.eff_rank.append(eff_k)
+    stats_acc.energy.append(torch.where(eff_k >= 1, captured, torch.zeros_like(captured)))
+    stats_acc.num_pos.append(pos_counts)
+    stats_acc.no_contrast.append((no_contrast & (eff_k >= 1)).long())
+    return w
