@@ -47,10 +47,13 @@ def grpo_advantages(rewards: Tensor, group_index: Tensor, eps: float = 1e-6, sca
     mean, std = group_mean_std(r, group_index)
     centred = r - mean
     if scale == "group":
-        return centred / (std + eps)
-    if scale == "batch":
-        return centred / (r.std() if r.numel() > 1 else torch.zeros((), device=r.device)).add(eps)
-    return centred
+        denom = std + eps
+    elif scale == "batch":
+        denom = (r.std() if r.numel() > 1 else torch.zeros((), device=r.device)) + eps
+    else:
+        return centred
+    # a zero spread means every centred reward is 0: keep 0 rather than 0/0 when eps = 0
+    return torch.where(denom > 0, centred / denom.clamp(min=torch.finfo(torch.float32).tiny), torch.zeros_like(centred))
 
 
 def drgrpo_advantages(rewards: Tensor, group_index: Tensor) -> Tensor:

@@ -384,6 +384,42 @@ def _sample_positive_tokens(tok_idx, tok_group, t_valid, from_end, rank_in_group
     return keep
 
 
+def positive_token_sample_mask(response_mask: Tensor, advantages: Tensor, group_index: Tensor,
+                               config: ResRLConfig | None = None) -> Tensor:
+    """The positive tokens that step 3 keeps for the subspace, as a (B, T) bool mask.
+
+    Same selection as `resrl_token_advantages` (for inspection and tests): response_mask (B, T),
+    advantages (B,), group_index (B,) -> (B, T) bool, True on the sampled positive tokens.
+    """
+    cfg = config if config is not None else ResRLConfig()
+    mask = response_mask.bool()
+    B, T = mask.shape
+    is_pos = advantages > 0
+    _, gid = torch.unique(group_index, return_inverse=True)
+    G = int(gid.max()) + 1 if B else 0
+    lengths = mask.sum(dim=1)
+    valid_b, valid_t = mask.nonzero(as_tuple=True)
+    t_valid = (torch.cumsum(mask, dim=1) - 1)[valid_b, valid_t]
+    from_end = lengths[valid_b] - 1 - t_valid
+    pos_sel = is_pos[valid_b].nonzero(as_tuple=True)[0]
+    keep = _sample_positive_tokens(
+        (valid_b * T + valid_t)[pos_sel], gid[valid_b][pos_sel], t_valid[pos_sel], from_end[pos_sel],
+        _rank_in_group(gid, G)[valid_b][pos_sel], torch.bincount(gid[is_pos], minlength=G).clamp(min=1), cfg,
+    )
+    out = torch.zeros(B * T, dtype=torch.bool, device=mask.device)
+    out[(valid_b * T + valid_t)[pos_sel][keep]] = True
+    return out.view(B, T)
+
+
+def _rank_in_group(gid: Tensor, G: int) -> Tensor:
+    """Rank of each response inside its group, in batch order. (B,) -> (B,)."""
+    order_b = torch.argsort(gid, stable=True)
+    counts = torch.bincount(gid, minlength=G)
+    rank = torch.empty_like(gid)
+    rank[order_b] = torch.arange(gid.numel(), device=gid.device) - (torch.cumsum(counts, 0) - counts)[gid[order_b]]
+    return rank
+
+
 def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, from_end, gid, is_pos,
                             active, G, cfg, omega, stats_acc):
     """Fill ω (B, T) for the negative tokens of every reweighted group (spec §2 steps 3-7)."""
@@ -398,11 +434,7 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
 
     # ---- positives: boundary-aware sample (step 3)
     pos_sel = (sel & tok_pos).nonzero(as_tuple=True)[0]
-    # rank of each response inside its group, in batch order (for the sampling keys)
-    order_b = torch.argsort(gid, stable=True)
-    group_counts = torch.bincount(gid, minlength=G)
-    rank_in_group = torch.empty_like(gid)
-    rank_in_group[order_b] = torch.arange(gid.numel(), device=device) - (torch.cumsum(group_counts, 0) - group_counts)[gid[order_b]]
+    rank_in_group = _rank_in_group(gid, G)  # for the sampling keys
     pos_resp_per_group = torch.bincount(gid[is_pos], minlength=G).clamp(min=1)
     tok_b = tok_flat_idx // T
     keep = _sample_positive_tokens(
