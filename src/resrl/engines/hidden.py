@@ -1,0 +1,95 @@
+"""Penultimate-layer hidden states through one forward hook (spec §2), never `output_hidden_states`.
+
+`output_hidden_states=True` keeps all L+1 layer outputs of a forward; ResRL needs only the
+output of decoder layer L−1 (Hugging Face's `hidden_states[-2]`, before the final norm). A hook
+on that layer keeps one `(B, S, d)` tensor, and only while a `capture()` block is open, so
+generation forwards and gradient-checkpoint recomputations are never recorded.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from torch import Tensor, nn
+
+
+def find_decoder_layers(model: nn.Module) -> nn.ModuleList:
+    """The list of decoder blocks of a causal LM (Qwen/Llama `model.layers`, GPT-2 `transformer.h`, ...)."""
+    for attr in ("module", "base_model"):  # DDP / PEFT wrappers
+        inner = getattr(model, attr, None)
+        if isinstance(inner, nn.Module) and inner is not model and not isinstance(inner, nn.ModuleList):
+            try:
+                return find_decoder_layers(inner)
+            except ValueError:
+                pass
+    best = None
+    for name, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and name.split(".")[-1] in ("layers", "h", "blocks", "layer"):
+            if best is None or len(module) > len(best):
+                best = module
+    if best is None or len(best) < 2:
+        raise ValueError(
+            f"cannot find the decoder layers of {type(model).__name__} (need >= 2 for a penultimate layer)"
+        )
+    return best
+
+
+class PenultimateHidden:
+    """Forward hook on decoder layer L−1; `capture(keep_last)` records its outputs meanwhile.
+
+    Each forward inside the block appends one `(b, keep_last, d)` detached tensor (the last
+    `keep_last` positions, i.e. what the response alignment needs, so prompts cost nothing).
+    """
+
+    def __init__(self, model: nn.Module):
+        self.layer = find_decoder_layers(model)[-2]
+        self._active = False
+        self._keep_last: int | None = None
+        self.outputs: list[Tensor] = []
+        self._handle = self.layer.register_forward_hook(self._hook)
+
+    def _hook(self, module, args, output) -> None:
+        if not self._active:
+            return
+        h = output[0] if isinstance(output, (tuple, list)) else output
+        if self._keep_last is not None:
+            h = h[:, -self._keep_last:]
+        self.outputs.append(h.detach())
+
+    @contextmanager
+    def capture(self, keep_last: int | None = None):
+        self.outputs = []
+        self._active, self._keep_last = True, keep_last
+        try:
+            yield self.outputs
+        finally:
+            self._active, self._keep_last = False, None
+
+    def remove(self) -> None:
+        self._handle.remove()
+
+
+def align_response_hidden(hidden: Tensor, completion_length: int, alignment: str = "predicting") -> Tensor:
+    """Response-aligned states from states over `[prompt | completion]` positions.
+
+    hidden: (B, S, d) with the completion occupying the last `completion_length` positions
+    (S >= completion_length + 1). Returns (B, C, d):
+      "predicting": the state at position t−1, the one feeding the output head for token t (spec §2)
+      "token":      the state at position t, after token t has been read
+    """
+    C = completion_length
+    if hidden.shape[1] < C + 1:
+        raise ValueError(f"need >= {C + 1} positions of hidden states, got {hidden.shape[1]}")
+    if alignment == "predicting":
+        return hidden[:, -C - 1:-1]
+    if alignment == "token":
+        return hidden[:, -C:]
+    raise ValueError(f"hidden_alignment must be 'predicting' or 'token', got {alignment!r}")
+
+
+@torch.no_grad()
+def reference_penultimate(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    """(B, S, d) `hidden_states[-2]` via output_hidden_states — for tests only (keeps every layer)."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+    return out.hidden_states[-2]

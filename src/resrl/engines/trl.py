@@ -1,0 +1,310 @@
+"""`ResRLTrainer`: TRL's `GRPOTrainer` (tested with trl==1.16.0) training every algorithm of
+`resrl.core.registry` with the project's one loss, `resrl.core.loss.policy_loss`.
+
+The adapter holds no math: it collects what the core needs — rewards, group ids, response masks,
+truncation flags and, for ResRL, penultimate-layer hidden states — and calls the core.
+
+Data flow of one generation round (TRL's names):
+
+    _prepare_inputs
+      └ _generate_and_score_completions      (override)
+          ├ super(): generate, score (rewards gathered over processes), TRL's group advantages
+          │          [ignored], old log-probs when generation and updates are misaligned
+          ├ DAPO dynamic sampling: drop all-equal groups, refill from fresh prompts   (ours)
+          └ token advantages (B, T) from resrl.core         — unless ResRL runs "aligned"
+      └ whole-group shuffle, split into micro-batches
+    _compute_loss                            (override)
+      ├ forward: log-probs, entropy (+ penultimate states through the hook, ResRL aligned)
+      └ resrl.core.loss.policy_loss(...)
+
+ResRL hidden states (spec §2), two modes, chosen once and logged:
+  "aligned"    every device micro-batch holds whole groups of one round and the round is used
+               for exactly one update: the weights are computed inside the training forward,
+               from the states the loss forward produces anyway. No extra pass.
+  "extra-pass" otherwise: one no-grad pass over the local generation batch yields the states AND
+               the old log-probs (TRL's own old-log-prob pass when it runs one, else ours).
+               Groups split across processes are gathered (engines/batches.py).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch.utils.data import DataLoader
+from trl import GRPOTrainer
+from trl.trainer.utils import RepeatSampler, identity, split_tensor_dict
+
+from resrl.core.loss import LossConfig, policy_loss
+from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages, get_algorithm
+from resrl.core.advantages import dynamic_sampling_mask
+from resrl.engines.batches import concat_batches, local_token_advantages, select_rows, shuffle_groups
+from resrl.engines.hidden import PenultimateHidden, align_response_hidden
+
+logger = logging.getLogger(__name__)
+
+# keys this adapter adds to TRL's generation batch: (B,) rows
+ROW_KEYS = ("rewards", "group_index", "truncated")
+
+
+class ResRLTrainer(GRPOTrainer):
+    """GRPOTrainer whose advantages are the `(B, T)` token advantages of `algorithm` and whose loss
+    is `resrl.core.loss.policy_loss` with `loss_config`.
+
+    algorithm:          resrl.core.registry.AlgorithmConfig (name, shaping, ResRL settings)
+    loss_config:        resrl.core.loss.LossConfig (aggregation, clip-higher, dual-clip, KL, entropy)
+    resrl_mode:         "auto" | "aligned" | "extra-pass" (see the module docstring)
+    dynamic_sampling:   DAPO's filter-and-refill; None = the algorithm's default
+    max_refill_rounds:  extra generation rounds allowed per step to refill dropped groups
+    Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G).
+    """
+
+    def __init__(self, *args, algorithm: AlgorithmConfig, loss_config: LossConfig, resrl_mode: str = "auto",
+                 dynamic_sampling: bool | None = None, max_refill_rounds: int = 4, **kwargs):
+        super().__init__(*args, **kwargs)
+        spec = get_algorithm(algorithm.name)
+        self.algorithm, self.loss_config = algorithm, loss_config
+        self.needs_hidden = spec.needs_hidden
+        self.dynamic_sampling = spec.dynamic_sampling if dynamic_sampling is None else bool(dynamic_sampling)
+        self.max_refill_rounds = max_refill_rounds
+        self.hidden_alignment = algorithm.resrl.hidden_alignment
+        self.resrl_mode = self._choose_mode(resrl_mode)
+        self._hidden = PenultimateHidden(self.model) if self.needs_hidden else None
+        self._want_pass_hidden = False
+        self._pass_hidden = None
+        self._last_rewards = None
+        self._refill_iter = None
+        if self.needs_hidden:
+            msg = (f"ResRL weights: {self.resrl_mode} mode "
+                   + ("(inside the training forward, no extra pass)" if self.resrl_mode == "aligned" else
+                      "(one no-grad pass over each generation batch for hidden states and old log-probs)"))
+            logger.warning(msg) if self.resrl_mode == "extra-pass" else logger.info(msg)
+
+    # ---- configuration -------------------------------------------------------------------------
+
+    def aligned_possible(self) -> bool:
+        a, G = self.args, self.num_generations
+        one_update_per_round = a.steps_per_generation == a.gradient_accumulation_steps and self.num_iterations == 1
+        return (a.per_device_train_batch_size % G == 0 and one_update_per_round
+                and self.algorithm.scale_rewards != "batch")
+
+    def _choose_mode(self, requested: str) -> str:
+        if requested not in ("auto", "aligned", "extra-pass"):
+            raise ValueError(f"resrl_mode must be auto, aligned or extra-pass, got {requested!r}")
+        if requested == "aligned" and not self.aligned_possible():
+            raise ValueError("resrl_mode='aligned' needs whole groups per device micro-batch "
+                             "(per_device_train_batch_size % num_generations == 0), one update per generation "
+                             "round and scale_rewards != 'batch'")
+        if requested == "auto":
+            return "aligned" if self.aligned_possible() else "extra-pass"
+        return requested
+
+    # ---- rewards and hidden states ------------------------------------------------------------
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        weights = self.reward_weights.to(rewards_per_func.device)
+        rewards = (rewards_per_func * weights[None]).nansum(dim=1)  # (global B,)
+        self._last_rewards = rewards
+        return rewards_per_func
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        # the first no-grad pass of a round (TRL's old-log-prob pass) also yields the hidden states;
+        # later no-grad passes (the reference model) must not overwrite them
+        if self._want_pass_hidden and not torch.is_grad_enabled():
+            self._want_pass_hidden = False
+            with self._hidden.capture(keep_last=logits_to_keep + 1) as outs:
+                result = super()._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+            self._pass_hidden = align_response_hidden(torch.cat(outs), logits_to_keep, self.hidden_alignment)
+            return result
+        return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                          *args, **kwargs)
+
+    def _generate_once(self, inputs) -> dict:
+        """TRL's generate-and-score, plus the rows' rewards, global group ids, truncation flags and
+        (extra-pass ResRL) hidden states with the matching old log-probs."""
+        extra_pass = self.needs_hidden and self.resrl_mode == "extra-pass"
+        self._want_pass_hidden, self._pass_hidden = extra_pass, None
+        out = super()._generate_and_score_completions(inputs)
+        self._want_pass_hidden = False
+        ids, mask = out["completion_ids"], out["completion_mask"]
+        B, device = ids.shape[0], ids.device
+        start = self.accelerator.process_index * B
+        out["rewards"] = torch.nan_to_num(self._last_rewards[start:start + B].float(), nan=0.0)
+        out["group_index"] = (start + torch.arange(B, device=device)) // self.num_generations
+        lengths = mask.sum(dim=1)
+        last = ids.gather(1, (lengths - 1).clamp(min=0)[:, None])[:, 0]
+        ends = torch.zeros_like(last, dtype=torch.bool)
+        for eos in self.eos_token_ids:
+            ends |= last == eos
+        out["truncated"] = (lengths == 0) | ~ends
+        if extra_pass:
+            if self._pass_hidden is None:  # TRL ran no old-log-prob pass: run the one pass here
+                self._want_pass_hidden = True
+                with torch.no_grad():
+                    old, _, _ = self._get_per_token_logps_and_entropies(
+                        self.model, torch.cat([out["prompt_ids"], ids], 1),
+                        torch.cat([out["prompt_mask"], mask], 1), ids.shape[1],
+                        batch_size=self.args.per_device_train_batch_size)
+                self._want_pass_hidden = False
+                out["old_per_token_logps"] = old
+            out["hidden"] = self._pass_hidden
+            self._pass_hidden = None
+        return out
+
+    # ---- DAPO dynamic sampling ------------------------------------------------------------------
+
+    def _next_refill_batch(self) -> list:
+        """The next generation batch of prompts for refilling, from an independent shuffled stream
+        (seed + 1) so that refills are not the prompts the main loader is about to serve."""
+        if self._refill_iter is None:
+            G = self.num_generations
+            sampler = RepeatSampler(self.train_dataset, mini_repeat_count=G,
+                                    batch_size=self.args.generation_batch_size // G, repeat_count=1,
+                                    shuffle=True, seed=self.args.seed + 1)
+            local_bs = self.args.per_device_train_batch_size * self.args.steps_per_generation
+            loader = DataLoader(self.train_dataset, batch_size=local_bs, sampler=sampler, collate_fn=identity)
+            self._refill_loader = self.accelerator.prepare_data_loader(loader)
+            self._refill_iter = iter(self._refill_loader)
+        try:
+            return next(self._refill_iter)
+        except StopIteration:
+            self._refill_iter = iter(self._refill_loader)
+            return next(self._refill_iter)
+
+    def _dynamically_sampled(self, out: dict) -> dict:
+        """Keep groups whose rewards differ; regenerate from fresh prompts until the batch is full
+        (at most `max_refill_rounds` more rounds, then fill with dropped groups, which carry zero
+        advantage for every group-baseline algorithm)."""
+        G, B = self.num_generations, out["completion_ids"].shape[0]
+        keep_parts, spare_parts, rounds = [], [], 0
+        first_frac = None
+        while True:
+            keep = dynamic_sampling_mask(out["rewards"], out["group_index"])
+            if first_frac is None:
+                first_frac = self.accelerator.gather(keep.float().mean().reshape(1)).mean().item()
+            keep_parts.append(select_rows(out, keep))
+            spare_parts.append(select_rows(out, ~keep))
+            have = sum(p["completion_ids"].shape[0] for p in keep_parts)
+            short = torch.tensor([max(B - have, 0)], device=keep.device)
+            if self.accelerator.gather(short).max().item() == 0 or rounds >= self.max_refill_rounds:
+                break
+            out = self._generate_once(self._next_refill_batch())
+            rounds += 1
+        batch = select_rows(concat_batches(keep_parts + spare_parts, self._tokenizer.pad_token_id),
+                            torch.arange(B))
+        filled = max(B - have, 0) // G
+        device = batch["completion_ids"].device
+        batch["group_index"] = (self.accelerator.process_index * B + torch.arange(B, device=device)) // G
+        batch["num_items_in_batch"] = self.accelerator.gather(batch["completion_mask"].sum()).sum()
+        m = self._metrics["train"]
+        m["dynamic_sampling/kept_frac"].append(first_frac)
+        m["dynamic_sampling/refill_rounds"].append(float(rounds))
+        m["dynamic_sampling/filled_groups"].append(
+            self.accelerator.gather(torch.tensor([float(filled)], device=device)).sum().item())
+        return batch
+
+    # ---- advantages ---------------------------------------------------------------------------
+
+    def _generate_and_score_completions(self, inputs):
+        mode = "train" if self.model.training else "eval"
+        out = self._generate_once(inputs)
+        if mode == "train" and self.dynamic_sampling:
+            out = self._dynamically_sampled(out)
+        mask = self._loss_mask(out)
+        rewards = self.accelerator.gather(out["rewards"])
+        lengths = self.accelerator.gather(out["completion_mask"].sum(1).float())
+        self._metrics[mode]["reward_mean"].append(rewards.mean().item())
+        self._metrics[mode]["accuracy"].append((rewards > self.algorithm.correct_threshold).float().mean().item())
+        self._metrics[mode]["response_length"].append(lengths.mean().item())
+        hidden = out.pop("hidden", None)
+        if self.needs_hidden and self.resrl_mode == "aligned":
+            out["advantages"] = None  # computed from the training forward's states (_compute_loss)
+            return out
+        adv, stats = local_token_advantages(
+            AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"]),
+            self.algorithm, self.accelerator)
+        out["advantages"] = adv
+        self._log_stats(stats, mode)
+        return out
+
+    def _log_stats(self, stats: dict, mode: str) -> None:
+        if not stats:
+            return
+        keys = sorted(stats)
+        values = torch.tensor([float(stats[k]) for k in keys], device=self.accelerator.device)
+        values = self.accelerator.gather(values[None]).nanmean(dim=0).tolist()
+        for k, v in zip(keys, values):
+            self._metrics[mode][f"resrl/{k}"].append(v)
+
+    @staticmethod
+    def _loss_mask(batch: dict) -> torch.Tensor:
+        mask = batch["completion_mask"]
+        return mask * batch["tool_mask"] if batch.get("tool_mask") is not None else mask
+
+    # ---- batching -------------------------------------------------------------------------------
+
+    def _prepare_inputs(self, generation_batch):
+        # As TRL's, but the shuffle moves whole groups: with micro-batches that are multiples of the
+        # group size every micro-batch then holds whole groups (needed by the aligned mode).
+        if not self.model.training:
+            return super()._prepare_inputs(generation_batch)
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self._step % generate_every == 0 or self._buffered_inputs is None:
+            batch = self._generate_and_score_completions(generation_batch)
+            batch = shuffle_groups(batch, self.num_generations)
+            self._buffered_inputs = split_tensor_dict(batch, self.args.steps_per_generation)
+        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+
+    # ---- loss -----------------------------------------------------------------------------------
+
+    def _compute_loss(self, model, inputs):
+        mode = "train" if self.model.training else "eval"
+        prompt_ids, completion_ids = inputs["prompt_ids"], inputs["completion_ids"]
+        input_ids = torch.cat([prompt_ids, completion_ids], dim=1)
+        attention_mask = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        C = completion_ids.size(1)
+        mask = self._loss_mask(inputs)
+        aligned = self.needs_hidden and inputs.get("advantages") is None
+        if aligned:
+            with self._hidden.capture(keep_last=C + 1) as outs:
+                logps, entropy, _ = self._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, C, compute_entropy=True)
+            hidden = align_response_hidden(torch.cat(outs), C, self.hidden_alignment)
+            advantages, stats = compute_token_advantages(
+                AdvantageInputs(inputs["rewards"], inputs["group_index"], mask, hidden, inputs["truncated"]),
+                self.algorithm)
+            self._log_stats(stats, mode)
+        else:
+            logps, entropy, _ = self._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, C, compute_entropy=True)
+            advantages = inputs["advantages"]
+        old = inputs.get("old_per_token_logps")
+        old = logps.detach() if old is None else old
+        loss, metrics = policy_loss(logps, old, advantages, mask, self.loss_config,
+                                    ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy)
+        loss = loss * self._accumulation_scale(inputs, mask, mode)
+        # one collective for all loss metrics (averaged over processes)
+        keys = sorted(metrics)
+        values = torch.tensor([metrics[k] for k in keys], device=loss.device)
+        values = self.accelerator.gather(values[None]).nanmean(dim=0).tolist()
+        for k, v in zip(keys, values):
+            name = k if k in ("entropy", "kl") else f"loss/{k}"
+            self._metrics[mode][name].append(v)
+        return loss
+
+    def _accumulation_scale(self, inputs, mask, mode) -> float | torch.Tensor:
+        """Factor turning one micro-batch's loss into its share of the update's loss.
+
+        token-mean: the mean over all tokens of the accumulation window on all processes (DDP
+        averages gradients over processes), estimated like TRL's own token-level normaliser;
+        sequence modes: equal-sized micro-batches, so dividing by the accumulation steps is exact.
+        """
+        if mode != "train":
+            return 1.0
+        steps = self.current_gradient_accumulation_steps
+        if self.loss_config.agg == "token-mean":
+            window_tokens = inputs["num_items_in_batch"].clamp(min=1.0) * steps / self.args.steps_per_generation
+            return mask.sum() * self.accelerator.num_processes / window_tokens
+        return 1.0 / steps

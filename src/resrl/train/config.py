@@ -1,0 +1,300 @@
+"""Training configuration: one dataclass per YAML section, validated before anything heavy starts.
+
+A YAML file has the sections below (every key optional except `model.path` and `data.train`
+when no model / dataset is passed in code); see `configs/*.yaml` for complete examples.
+
+    model:      which causal LM to train (a local Hugging Face directory)
+    data:       the training problems (jsonl / parquet, veRL columns or {"problem", "answer"})
+    reward:     the verifier ("math", "exact" or "module:function")
+    algorithm:  resrl.core.registry.AlgorithmConfig (name: grpo | drgrpo | dapo | psr | nsr |
+                w-reinforce | resrl; resrl: {...} holds resrl.core.ResRLConfig)
+    loss:       resrl.core.loss.LossConfig (keys not given take the algorithm's defaults)
+    train:      batch shape, optimiser, sampling, seed, steps
+    engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
+                (the hidden-state alignment is algorithm.resrl.hidden_alignment, spec §2)
+    log:        TensorBoard / JSONL / W&B
+    checkpoint: periodic atomic checkpoints
+
+Batch vocabulary (prompts are counted before the G-fold repetition):
+    rollout_prompts   prompts sampled per generation round   (paper: 256)
+    update_prompts    prompts per optimiser update            (paper: 64 -> 4 updates / round)
+    group_size        G completions per prompt                (paper: 4)
+    micro_batch_size  completions per device forward/backward (memory knob only)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from_dict, to_dict
+
+
+@dataclass
+class ModelSection:
+    path: str | None = None  # local HF causal-LM directory (resrl make-tiny-model / convert-smollm2)
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    gradient_checkpointing: bool = False
+
+
+@dataclass
+class DataSection:
+    train: str | None = None  # file path or a name known to resrl.data.loaders (e.g. gsm8k)
+    data_dir: str | None = None  # where named data sets live
+    max_problems: int | None = None  # keep only the first N problems (smoke runs)
+
+
+@dataclass
+class RewardSection:
+    function: str = "math"  # "math" | "exact" | "module:function"
+
+
+@dataclass
+class TrainSection:
+    output_dir: str = "runs/train"
+    seed: int = 0
+    max_steps: int = 100  # optimiser updates
+    learning_rate: float = 1e-6
+    lr_scheduler: str = "constant_with_warmup"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    max_grad_norm: float = 1.0
+    rollout_prompts: int = 8
+    update_prompts: int | None = None  # None: one update per generation round (on-policy)
+    group_size: int = 4
+    micro_batch_size: int | None = None  # None: a whole update's completions per device
+    num_iterations: int = 1  # passes over each generation round (PPO epochs)
+    max_prompt_length: int | None = 512
+    max_completion_length: int = 256
+    temperature: float = 1.0
+    top_p: float = 1.0
+    use_cpu: bool | None = None  # None: CPU when no accelerator is visible
+    bf16: bool = False
+
+
+@dataclass
+class EngineSection:
+    # where ResRL weights are computed: "aligned" inside the training forward (needs whole groups
+    # per micro-batch and one update per round), "extra-pass" in one no-grad pass over the
+    # generation batch, "auto" picks aligned when possible
+    resrl_mode: Literal["auto", "aligned", "extra-pass"] = "auto"
+    # DAPO dynamic sampling; None = the algorithm's default (on for dapo)
+    dynamic_sampling: bool | None = None
+    max_refill_rounds: int = 4  # extra generation rounds allowed to refill dropped groups
+
+
+@dataclass
+class LogSection:
+    logging_steps: int = 1
+    report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # add "wandb" to use W&B
+    jsonl: bool = True  # output_dir/metrics.jsonl
+    log_completions: bool = False
+    progress: bool = True
+
+
+@dataclass
+class CheckpointSection:
+    save_steps: int = 0  # 0: only at the end
+    save_total_limit: int | None = 2
+
+
+def _core_section(name: str):
+    """The core's own dataclasses double as config sections, so the YAML keys are the core's."""
+    if name == "algorithm":
+        from resrl.core.registry import AlgorithmConfig
+
+        return AlgorithmConfig
+    from resrl.core.loss import LossConfig
+
+    return LossConfig
+
+
+@dataclass
+class TrainConfig:
+    model: ModelSection = field(default_factory=ModelSection)
+    data: DataSection = field(default_factory=DataSection)
+    reward: RewardSection = field(default_factory=RewardSection)
+    algorithm: Any = None  # resrl.core.registry.AlgorithmConfig
+    loss: Any = None  # resrl.core.loss.LossConfig (after the algorithm's defaults)
+    train: TrainSection = field(default_factory=TrainSection)
+    engine: EngineSection = field(default_factory=EngineSection)
+    log: LogSection = field(default_factory=LogSection)
+    checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+
+    def __post_init__(self) -> None:
+        if self.algorithm is None:
+            self.algorithm = _core_section("algorithm")()
+        if self.loss is None:
+            self.loss = resolve_loss(self.algorithm.name, {})
+
+    # -- derived batch shape -------------------------------------------------------------------
+    @property
+    def update_prompts(self) -> int:
+        return self.train.update_prompts or self.train.rollout_prompts
+
+    def micro_batch_size(self, num_processes: int = 1) -> int:
+        per_update = self.update_prompts * self.train.group_size
+        return self.train.micro_batch_size or per_update // num_processes
+
+    def validate(self, num_processes: int = 1, need_model: bool = True, need_data: bool = True) -> None:
+        """Impossible combinations -> ConfigError naming the key. Cheap: no model is loaded."""
+        from resrl.core.registry import ALGORITHMS
+
+        t, a = self.train, self.algorithm
+        if a.name not in ALGORITHMS:
+            raise ConfigError(f"config key 'algorithm.name' must be one of {sorted(ALGORITHMS)}, got {a.name!r}")
+        if need_model and not self.model.path:
+            raise ConfigError("config key 'model.path' is required (a local Hugging Face model directory)")
+        if need_model and self.model.path and not Path(self.model.path).is_dir():
+            raise ConfigError(f"config key 'model.path': directory {self.model.path!r} does not exist")
+        if need_data and not self.data.train:
+            raise ConfigError("config key 'data.train' is required (a jsonl/parquet file or a data set name)")
+        for key in ("max_steps", "rollout_prompts", "max_completion_length", "num_iterations"):
+            if getattr(t, key) < 1:
+                raise ConfigError(f"config key 'train.{key}' must be >= 1, got {getattr(t, key)}")
+        if t.group_size < 2:
+            raise ConfigError(f"config key 'train.group_size' must be >= 2 (groups need a baseline), got {t.group_size}")
+        if t.update_prompts is not None and (t.update_prompts < 1 or t.rollout_prompts % t.update_prompts):
+            raise ConfigError(
+                f"config key 'train.update_prompts' ({t.update_prompts}) must divide "
+                f"train.rollout_prompts ({t.rollout_prompts})"
+            )
+        per_update = self.update_prompts * t.group_size
+        if per_update % num_processes:
+            raise ConfigError(
+                f"config key 'train.update_prompts': {self.update_prompts} prompts x group_size "
+                f"{t.group_size} = {per_update} completions do not split over {num_processes} processes"
+            )
+        micro = self.micro_batch_size(num_processes)
+        if micro < 1 or (per_update // num_processes) % micro:
+            raise ConfigError(
+                f"config key 'train.micro_batch_size' ({micro}) must divide the completions per update "
+                f"and process ({per_update // num_processes} = update_prompts x group_size / processes)"
+            )
+        if not 0 < t.temperature:
+            raise ConfigError(f"config key 'train.temperature' must be > 0, got {t.temperature}")
+        if not 0 < t.top_p <= 1:
+            raise ConfigError(f"config key 'train.top_p' must be in (0, 1], got {t.top_p}")
+        if t.learning_rate <= 0:
+            raise ConfigError(f"config key 'train.learning_rate' must be > 0, got {t.learning_rate}")
+        if self.checkpoint.save_steps < 0:
+            raise ConfigError("config key 'checkpoint.save_steps' must be >= 0")
+        updates_per_round = t.rollout_prompts // self.update_prompts * t.num_iterations
+        if self.checkpoint.save_steps and self.checkpoint.save_steps % updates_per_round:
+            raise ConfigError(
+                f"config key 'checkpoint.save_steps' ({self.checkpoint.save_steps}) must be a multiple of the "
+                f"updates per generation round ({updates_per_round}) so that a resumed run regenerates nothing"
+            )
+        if self.engine.resrl_mode == "aligned" and not self.aligned_possible(num_processes):
+            raise ConfigError(
+                "config key 'engine.resrl_mode' is 'aligned' but a device micro-batch does not hold whole groups "
+                "of one generation round (needs micro_batch_size a multiple of group_size, one update per round, "
+                "num_iterations 1 and algorithm.scale_rewards != 'batch'); use 'auto' or 'extra-pass'"
+            )
+        if self.dynamic_sampling and num_processes > 1 and (t.rollout_prompts % num_processes):
+            raise ConfigError(
+                "config key 'engine.dynamic_sampling' needs train.rollout_prompts to be a multiple of the number "
+                "of processes (whole groups per process)"
+            )
+        if self.engine.max_refill_rounds < 0:
+            raise ConfigError("config key 'engine.max_refill_rounds' must be >= 0")
+        for name in self.log.report_to:
+            if name not in ("tensorboard", "wandb", "none"):
+                raise ConfigError(f"config key 'log.report_to' accepts tensorboard, wandb, none; got {name!r}")
+
+    @property
+    def dynamic_sampling(self) -> bool:
+        if self.engine.dynamic_sampling is not None:
+            return self.engine.dynamic_sampling
+        from resrl.core.registry import ALGORITHMS
+
+        return bool(ALGORITHMS[self.algorithm.name].dynamic_sampling)
+
+    def aligned_possible(self, num_processes: int = 1) -> bool:
+        t = self.train
+        return (
+            self.micro_batch_size(num_processes) % t.group_size == 0
+            and self.update_prompts == t.rollout_prompts
+            and t.num_iterations == 1
+            and getattr(self.algorithm, "scale_rewards", "group") != "batch"
+        )
+
+    def to_dict(self) -> dict:
+        return to_dict(self)
+
+
+def resolve_loss(algorithm_name: str, given: dict, prefix: str = "loss.") -> Any:
+    """LossConfig = LossConfig defaults <- the algorithm's loss_defaults <- keys the user gave."""
+    from resrl.core.registry import ALGORITHMS
+
+    LossConfig = _core_section("loss")
+    merged = dict(ALGORITHMS[algorithm_name].loss_defaults) if algorithm_name in ALGORITHMS else {}
+    merged.update(given)
+    return from_dict(LossConfig, merged, prefix=prefix)
+
+
+def config_from_dict(data: dict) -> TrainConfig:
+    """Nested dict (parsed YAML + overrides) -> validated-typed TrainConfig."""
+    data = dict(data or {})
+    known = {f.name for f in dataclasses.fields(TrainConfig)}
+    for key in data:
+        if key not in known:
+            raise ConfigError(f"unknown config section '{key}' (valid: {', '.join(sorted(known))})")
+    sections = {}
+    for f in dataclasses.fields(TrainConfig):
+        if f.name in ("algorithm", "loss") or f.name not in data:
+            continue
+        sections[f.name] = from_dict(_SECTION_TYPES[f.name], data[f.name] or {}, prefix=f"{f.name}.")
+    from resrl.core.registry import ALGORITHMS
+
+    given_algorithm = dict(data.get("algorithm") or {})
+    name = given_algorithm.get("name", "grpo")
+    if name not in ALGORITHMS:
+        raise ConfigError(f"config key 'algorithm.name' must be one of {sorted(ALGORITHMS)}, got {name!r}")
+    # the algorithm's own defaults (e.g. reward shaping) under the keys the user gave
+    given_algorithm = {**ALGORITHMS[name].reward_defaults, **given_algorithm}
+    train_section = sections.get("train", TrainSection())
+    if given_algorithm.get("max_response_length") is None:  # L_max of overlong / length shaping
+        given_algorithm["max_response_length"] = train_section.max_completion_length
+    algorithm = from_dict(_core_section("algorithm"), given_algorithm, prefix="algorithm.")
+    loss = resolve_loss(algorithm.name, data.get("loss") or {})
+    # Dr.GRPO's seq-mean-token-sum-norm divides by a fixed length: default it to the completion budget
+    if loss.max_response_length is None:
+        loss.max_response_length = train_section.max_completion_length
+    return TrainConfig(algorithm=algorithm, loss=loss, **sections)
+
+
+_SECTION_TYPES = {
+    "model": ModelSection, "data": DataSection, "reward": RewardSection, "train": TrainSection,
+    "engine": EngineSection, "log": LogSection, "checkpoint": CheckpointSection,
+}
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> TrainConfig:
+    """Read YAML `path` (optional), apply `section.key=value` overrides, build and type-check."""
+    import yaml
+
+    data: dict = {}
+    if path is not None:
+        path = Path(path)
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} not found")
+        try:
+            data = yaml.safe_load(path.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {str(path)!r} is not valid YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {str(path)!r} must hold a mapping of sections")
+    apply_overrides(data, overrides or [])
+    return config_from_dict(data)
+
+
+__all__ = [
+    "ConfigError", "TrainConfig", "ModelSection", "DataSection", "RewardSection", "TrainSection",
+    "EngineSection", "LogSection", "CheckpointSection", "load_config", "config_from_dict",
+    "resolve_loss", "explicit_keys",
+]
