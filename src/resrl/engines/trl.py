@@ -29,6 +29,8 @@ ResRL hidden states (spec §2), two modes, chosen once and logged:
 from __future__ import annotations
 
 import logging
+import os
+import shutil
 
 import torch
 from torch.utils.data import DataLoader
@@ -308,3 +310,29 @@ class ResRLTrainer(GRPOTrainer):
             window_tokens = inputs["num_items_in_batch"].clamp(min=1.0) * steps / self.args.steps_per_generation
             return mask.sum() * self.accelerator.num_processes / window_tokens
         return 1.0 / steps
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+
+    def _save_checkpoint(self, model, trial):
+        """TRL/HF's checkpoint (model, optimiser, scheduler, RNG states, trainer state), written
+        atomically: into `<output_dir>/.staging/`, fsynced, then renamed to `checkpoint-N`."""
+        from resrl.train.checkpoint import STAGING, publish, rotate
+
+        run_dir = self.args.output_dir
+        staging_root = os.path.join(run_dir, STAGING)
+        name = f"checkpoint-{self.state.global_step}"
+        if self.accelerator.is_main_process:
+            shutil.rmtree(staging_root, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        limit = self.args.save_total_limit
+        self.args.output_dir, self.args.save_total_limit = staging_root, None
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.output_dir, self.args.save_total_limit = run_dir, limit
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            publish(os.path.join(staging_root, name), os.path.join(run_dir, name))
+            shutil.rmtree(staging_root, ignore_errors=True)
+            rotate(run_dir, limit)
+        self.accelerator.wait_for_everyone()

@@ -1,0 +1,55 @@
+"""Project reward functions -> TRL reward functions.
+
+A project reward is `f(completions: list[str], answers: list[str]) -> list[float]` (see
+`resrl.rewards.registry`), optionally exposing a `last_stats` dict after each call (e.g. the
+number of Math-Verify items that timed out). TRL calls `f(prompts, completions, **columns)`
+with chat completions as message lists; this adapter converts and forwards the stats to TRL's
+per-step metrics as `reward/<key>`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+
+def completion_text(completion) -> str:
+    """TRL completion (a string, or a list of chat messages) -> the assistant's text."""
+    if isinstance(completion, str):
+        return completion
+    if isinstance(completion, list):
+        return "".join(m.get("content", "") if isinstance(m.get("content"), str) else "" for m in completion
+                       if isinstance(m, dict) and m.get("role", "assistant") == "assistant")
+    raise TypeError(f"unexpected completion type {type(completion).__name__}")
+
+
+class RewardAdapter:
+    """TRL reward function around a project reward function; the dataset needs an `answer` column."""
+
+    def __init__(self, fn: Callable[[list[str], list[str]], list[float]], name: str | None = None,
+                 answer_column: str = "answer"):
+        if not callable(fn):
+            raise TypeError(f"reward function must be callable, got {fn!r}")
+        self.fn = fn
+        self.answer_column = answer_column
+        self.__name__ = name or getattr(fn, "__name__", None) or type(fn).__name__
+
+    def __call__(self, prompts, completions, log_metric=None, **columns) -> list[float]:
+        if self.answer_column not in columns:
+            raise ValueError(f"the training dataset has no '{self.answer_column}' column for the reward "
+                             f"(columns: {sorted(k for k in columns if k not in ('trainer_state', 'log_extra'))})")
+        texts = [completion_text(c) for c in completions]
+        answers = ["" if a is None else str(a) for a in columns[self.answer_column]]
+        scores = list(self.fn(texts, answers))
+        if len(scores) != len(texts):
+            raise ValueError(f"reward function {self.__name__} returned {len(scores)} scores for {len(texts)} completions")
+        out = []
+        for i, s in enumerate(scores):
+            s = float(s) if s is not None else 0.0
+            out.append(s if math.isfinite(s) else 0.0)
+        stats = getattr(self.fn, "last_stats", None)
+        if log_metric is not None and isinstance(stats, dict):
+            for key, value in sorted(stats.items()):
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    log_metric(f"reward/{key}", float(value))
+        return out

@@ -1,0 +1,58 @@
+"""`resrl train --config FILE.yaml [section.key=value ...] [--resume]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EPILOG = """\
+overrides: any config key, after the options, as key=value:
+  train.max_steps=50  algorithm.name=resrl  algorithm.resrl.rank=32  loss.agg=token-mean
+  train.learning_rate=1e-6  log.report_to=[tensorboard,wandb]  model.path=runs/tiny-model
+values are YAML (true/false, numbers, [a, b], null); unknown keys and wrong types are errors.
+examples:
+  resrl train --config configs/tiny_math.yaml
+  resrl train --config configs/tiny_math.yaml algorithm.name=grpo train.output_dir=runs/grpo
+  resrl train --config configs/tiny_math.yaml --resume        # continue a killed run
+  accelerate launch --num_processes 4 -m resrl.cli train --config configs/qwen3_math_resrl.yaml
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "train", help="RL training with TRL for grpo, drgrpo, dapo, psr, nsr, w-reinforce, resrl",
+        description="Train a local causal LM with RL from verifiable rewards (TRL GRPOTrainer + resrl.core).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", required=True, help="YAML config file (see configs/)")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE", help="config overrides, e.g. train.max_steps=10")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from the newest complete checkpoint in train.output_dir")
+    p.add_argument("--check", action="store_true", help="validate the config and exit")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from resrl.train.config import ConfigError, load_config
+
+    try:
+        config = load_config(args.config, args.overrides)
+        from accelerate import PartialState
+
+        config.validate(num_processes=PartialState().num_processes)
+    except ConfigError as exc:
+        print(f"resrl train: error: {exc}", file=sys.stderr)
+        return 2
+    if args.check:
+        print(f"config OK: {args.config} (algorithm {config.algorithm.name}, output {config.train.output_dir})")
+        return 0
+    from resrl.train.runner import run_training
+
+    try:
+        result = run_training(config, resume=args.resume)
+    except ConfigError as exc:
+        print(f"resrl train: error: {exc}", file=sys.stderr)
+        return 2
+    last = result.metrics[-1] if result.metrics else {}
+    shown = {k: last[k] for k in ("step", "reward_mean", "accuracy", "response_length", "entropy") if k in last}
+    print(f"done: {result.output_dir} (model: {result.model_dir}; metrics: {result.output_dir}/metrics.jsonl) {shown}")
+    return 0

@@ -1,0 +1,284 @@
+"""`run_training(config, ...)`: the one library entry point behind `resrl train` and the demo.
+
+    from resrl.train import load_config, run_training
+    cfg = load_config("configs/tiny_math.yaml", ["algorithm.name=resrl", "train.max_steps=20"])
+    result = run_training(cfg)                       # everything from the config
+    result = run_training(cfg, model=model, tokenizer=tok, train_dataset=ds, reward_fn=f)
+    result.metrics   # one dict per logged step: reward_mean, accuracy, response_length, entropy,
+                     # grad_norm, loss/*, resrl/* (ω stats, effective rank, captured energy, M)
+
+Objects passed in are used as they are (a model passed in is trained in place: pass a fresh copy
+or a directory to start several algorithms from one warm start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from resrl.train.config import ConfigError, TrainConfig
+
+logger = logging.getLogger(__name__)
+
+METRICS_FILE = "metrics.jsonl"
+
+
+@dataclass
+class TrainResult:
+    output_dir: Path
+    metrics: list[dict] = field(default_factory=list)  # one entry per logged step ({"step": n, ...})
+    summary: dict = field(default_factory=dict)        # train_runtime, train_loss, ...
+    model: Any = None
+    tokenizer: Any = None
+    final_checkpoint: Path | None = None
+    model_dir: Path | None = None                      # output_dir/model: trained weights + tokenizer
+    resrl_mode: str | None = None                      # "aligned" / "extra-pass" for ResRL
+
+
+def _metrics_callback(result: TrainResult, jsonl_path: Path | None, on_log: Callable[[dict], None] | None):
+    from transformers import TrainerCallback
+
+    class MetricsCallback(TrainerCallback):
+        """Collects every logged step (all processes agree; process 0 writes the JSONL)."""
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            logs = dict(logs or {})
+            if "train_runtime" in logs:
+                result.summary.update(logs)
+                return
+            entry = {"step": state.global_step, **{k: v for k, v in logs.items() if v is not None}}
+            result.metrics.append(entry)
+            if jsonl_path is not None and state.is_world_process_zero:
+                with open(jsonl_path, "a") as f:
+                    f.write(json.dumps(entry) + "\n")
+            if on_log is not None and state.is_world_process_zero:
+                on_log(entry)
+
+    return MetricsCallback()
+
+
+def _trim_jsonl(path: Path, last_step: int) -> None:
+    """On resume, drop log lines of steps after the checkpoint (the killed run logged them)."""
+    if not path.is_file():
+        return
+    kept = [line for line in path.read_text().splitlines() if line.strip()
+            and json.loads(line).get("step", 0) <= last_step]
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    os.replace(tmp, path)
+
+
+def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
+    """TrainConfig -> trl.GRPOConfig (batch shape, optimiser, sampling, logging, checkpoints)."""
+    from trl import GRPOConfig
+
+    t, G = config.train, config.train.group_size
+    micro = config.micro_batch_size(num_processes)
+    per_update_local = config.update_prompts * G // num_processes
+    per_round_local = t.rollout_prompts * G // num_processes
+    report_to = [r for r in config.log.report_to if r != "none"]
+    save_steps = config.checkpoint.save_steps
+    return GRPOConfig(
+        output_dir=t.output_dir,
+        seed=t.seed,
+        max_steps=t.max_steps,
+        learning_rate=t.learning_rate,
+        lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=t.warmup_steps,
+        weight_decay=t.weight_decay,
+        adam_beta1=t.adam_beta1,
+        adam_beta2=t.adam_beta2,
+        max_grad_norm=t.max_grad_norm,
+        per_device_train_batch_size=micro,
+        gradient_accumulation_steps=per_update_local // micro,
+        steps_per_generation=per_round_local // micro,
+        num_generations=G,
+        num_iterations=t.num_iterations,
+        max_completion_length=t.max_completion_length,
+        temperature=t.temperature,
+        top_p=t.top_p,
+        # TRL builds and runs a reference model only when beta != 0; our loss reads its log-probs
+        beta=config.loss.kl_coef,
+        epsilon=config.loss.clip_eps_low,
+        epsilon_high=config.loss.clip_eps_high,
+        gradient_checkpointing=config.model.gradient_checkpointing,
+        bf16=t.bf16,
+        use_cpu=use_cpu,
+        logging_steps=config.log.logging_steps,
+        report_to=report_to or "none",
+        log_completions=config.log.log_completions,
+        disable_tqdm=not config.log.progress,
+        save_strategy="steps" if save_steps else "no",
+        save_steps=save_steps or 500,
+        save_total_limit=config.checkpoint.save_total_limit,
+        shuffle_dataset=True,
+    )
+
+
+def _load_model(config: TrainConfig, model, tokenizer):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if model is None or isinstance(model, (str, Path)):
+        path = str(model or config.model.path)
+        if not Path(path).is_dir():
+            raise ConfigError(f"config key 'model.path': directory {path!r} does not exist")
+        dtype = getattr(torch, config.model.dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
+    if tokenizer is None:
+        tokenizer = AutoTokenizer.from_pretrained(model.name_or_path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def _load_dataset(config: TrainConfig, train_dataset, tokenizer):
+    if train_dataset is None:
+        from resrl.data.loaders import load_problems
+        from resrl.data.prompts import problems_to_dataset
+
+        problems = load_problems(config.data.train, data_dir=config.data.data_dir)
+        if config.data.max_problems:
+            problems = problems[: config.data.max_problems]
+        train_dataset = problems_to_dataset(problems)
+    missing = {"prompt", "answer"} - set(train_dataset.column_names)
+    if missing:
+        raise ValueError(f"training dataset lacks column(s) {sorted(missing)} (has {train_dataset.column_names})")
+    if len(train_dataset) < config.train.rollout_prompts:
+        raise ConfigError(f"config key 'train.rollout_prompts' ({config.train.rollout_prompts}) exceeds the "
+                          f"number of training problems ({len(train_dataset)})")
+    limit = config.train.max_prompt_length
+    if limit:
+        train_dataset = _drop_long_prompts(train_dataset, tokenizer, limit)
+    return train_dataset
+
+
+def _drop_long_prompts(dataset, tokenizer, limit: int):
+    """TRL 1.16 has no prompt truncation: drop prompts over `train.max_prompt_length` tokens."""
+
+    def length(row) -> int:
+        prompt = row["prompt"]
+        if isinstance(prompt, list):
+            ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True)
+            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
+            return len(ids)
+        return len(tokenizer(prompt)["input_ids"])
+
+    keep = [i for i, row in enumerate(dataset) if length(row) <= limit]
+    if len(keep) < len(dataset):
+        logger.warning("dropped %d of %d prompts longer than train.max_prompt_length=%d tokens",
+                       len(dataset) - len(keep), len(dataset), limit)
+        if not keep:
+            raise ConfigError(f"config key 'train.max_prompt_length' ({limit}) is shorter than every prompt")
+        dataset = dataset.select(keep)
+    return dataset
+
+
+def _load_reward(config: TrainConfig, reward_fn):
+    from resrl.engines.rewards import RewardAdapter
+
+    if reward_fn is None:
+        from resrl.rewards.registry import load_reward_function
+
+        reward_fn = load_reward_function(config.reward.function)
+        name = config.reward.function.split(":")[-1]
+    else:
+        name = getattr(reward_fn, "__name__", None) or "reward"
+    return RewardAdapter(reward_fn, name=name)
+
+
+def run_training(
+    config: TrainConfig,
+    *,
+    model=None,
+    tokenizer=None,
+    train_dataset=None,
+    reward_fn: Callable[[list[str], list[str]], list[float]] | None = None,
+    resume: bool | str = False,
+    callbacks: list | None = None,
+    on_log: Callable[[dict], None] | None = None,
+    save_final: bool = True,
+) -> TrainResult:
+    """Train with TRL + the project's algorithms; returns the per-step metrics and the model.
+
+    model:         None (config.model.path), a directory, or a loaded PreTrainedModel
+    train_dataset: None (config.data) or a datasets.Dataset with `prompt` and `answer` columns
+    reward_fn:     None (config.reward.function) or f(completions, answers) -> list[float]
+    resume:        True: continue from the newest complete checkpoint in train.output_dir
+                   (start fresh when there is none); a path: that checkpoint
+    on_log:        called on process 0 with each logged step's metrics (e.g. a demo's progress)
+    """
+    import torch
+    from accelerate import PartialState
+    from transformers import set_seed
+
+    from resrl.engines.trl import ResRLTrainer
+    from resrl.train.checkpoint import checkpoint_step, latest_checkpoint
+
+    num_processes = PartialState().num_processes
+    config.validate(num_processes=num_processes, need_model=model is None,
+                    need_data=train_dataset is None)
+    use_cpu = config.train.use_cpu if config.train.use_cpu is not None else not torch.cuda.is_available()
+    output_dir = Path(config.train.output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+
+    checkpoint = None
+    if resume:
+        checkpoint = Path(resume) if isinstance(resume, (str, Path)) else latest_checkpoint(output_dir)
+        if checkpoint is not None and not (checkpoint / "trainer_state.json").is_file():
+            raise ValueError(f"--resume: {checkpoint} is not a complete checkpoint")
+        if checkpoint is None:
+            logger.warning("--resume: no checkpoint in %s, starting from the beginning", output_dir)
+
+    set_seed(config.train.seed)
+    model, tokenizer = _load_model(config, model, tokenizer)
+    train_dataset = _load_dataset(config, train_dataset, tokenizer)
+    reward = _load_reward(config, reward_fn)
+
+    jsonl = output_dir / METRICS_FILE if config.log.jsonl else None
+    if jsonl is not None and PartialState().is_main_process:
+        if checkpoint is not None:
+            _trim_jsonl(jsonl, checkpoint_step(checkpoint))
+        elif jsonl.exists():
+            jsonl.unlink()
+    (output_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=1, default=str))
+
+    result = TrainResult(output_dir=output_dir)
+    args = grpo_args(config, num_processes, use_cpu)
+    trainer = ResRLTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=train_dataset,
+        processing_class=tokenizer,
+        callbacks=[_metrics_callback(result, jsonl, on_log), *(callbacks or [])],
+        algorithm=config.algorithm,
+        loss_config=config.loss,
+        resrl_mode=config.engine.resrl_mode,
+        dynamic_sampling=config.engine.dynamic_sampling,
+        max_refill_rounds=config.engine.max_refill_rounds,
+    )
+    result.resrl_mode = trainer.resrl_mode if trainer.needs_hidden else None
+    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+
+    if save_final:
+        from resrl.train.checkpoint import publish
+
+        if not config.checkpoint.save_steps or trainer.state.global_step % config.checkpoint.save_steps:
+            trainer._save_checkpoint(trainer.model, trial=None)
+        result.final_checkpoint = latest_checkpoint(output_dir)
+        staged = output_dir / ".staging-model"
+        trainer.save_model(str(staged))  # every process takes part (sharded models)
+        if trainer.accelerator.is_main_process:
+            tokenizer.save_pretrained(str(staged))
+            publish(staged, output_dir / "model")
+        trainer.accelerator.wait_for_everyone()
+        result.model_dir = output_dir / "model"
+    result.model = trainer.accelerator.unwrap_model(trainer.model)
+    result.tokenizer = tokenizer
+    return result

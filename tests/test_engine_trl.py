@@ -1,0 +1,131 @@
+"""ResRLTrainer on the tiny model: every algorithm trains, and the advantages it uses are the core's."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pytest
+import torch
+from train_helpers import build_small_model, length_reward, overrides, toy_dataset
+
+from resrl.core.registry import ALGORITHMS, AdvantageInputs, compute_token_advantages
+from resrl.engines import trl as trl_engine
+from resrl.engines.hidden import PenultimateHidden, align_response_hidden, reference_penultimate
+from resrl.train import load_config, run_training
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    return build_small_model(tmp_path_factory.mktemp("tiny") / "model")
+
+
+@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS))
+def test_few_steps_every_algorithm(model_dir, tmp_path, algorithm):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    before = [p.detach().clone() for p in model.parameters()]
+    cfg = load_config(None, overrides(model_dir, tmp_path, f"algorithm.name={algorithm}",
+                                      "engine.max_refill_rounds=1"))
+    result = run_training(cfg, model=model, train_dataset=toy_dataset(), reward_fn=length_reward, save_final=False)
+    assert len(result.metrics) == 2
+    for entry in result.metrics:
+        assert math.isfinite(entry["loss"]) and math.isfinite(entry["grad_norm"])
+        for key in ("reward_mean", "accuracy", "response_length", "entropy"):
+            assert key in entry, key
+    assert any((a - b).abs().max() > 0 for a, b in zip(before, model.parameters())), "parameters did not change"
+    if algorithm == "resrl":
+        assert result.resrl_mode == "aligned"
+        assert "resrl/omega_mean" in result.metrics[0] and "resrl/effective_rank" in result.metrics[0]
+    if algorithm == "dapo":
+        assert "dynamic_sampling/kept_frac" in result.metrics[0]
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert len(lines) == 2
+
+
+def test_hook_captures_penultimate_layer_only(model_dir):
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    ids = torch.randint(5, 60, (3, 9))
+    mask = torch.ones_like(ids)
+    hook = PenultimateHidden(model)
+    with torch.no_grad(), hook.capture(keep_last=5) as outs:
+        model(input_ids=ids, attention_mask=mask)
+    assert len(outs) == 1
+    expected = reference_penultimate(model, ids, mask)
+    torch.testing.assert_close(outs[0], expected[:, -5:])
+    # predicting: the state at t-1 feeds token t; token: the state at t
+    torch.testing.assert_close(align_response_hidden(outs[0], 4, "predicting"), expected[:, -5:-1])
+    torch.testing.assert_close(align_response_hidden(outs[0], 4, "token"), expected[:, -4:])
+    with torch.no_grad():  # outside capture(): nothing is recorded
+        model(input_ids=ids, attention_mask=mask)
+    assert len(outs) == 1
+    hook.remove()
+
+
+@pytest.mark.parametrize("algorithm,mode,alignment", [
+    ("resrl", "aligned", "predicting"),
+    ("resrl", "extra-pass", "predicting"),
+    ("resrl", "aligned", "token"),
+    ("grpo", "auto", "predicting"),
+])
+def test_trainer_advantages_equal_core(model_dir, tmp_path, monkeypatch, algorithm, mode, alignment):
+    """The (B, T) advantages reaching the loss equal resrl.core on the same batch, with hidden
+    states recomputed independently (output_hidden_states[-2] of the pre-update model)."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    initial = copy.deepcopy(model).eval()
+    seen = []  # (inputs, advantages) per micro-batch
+    real_compute_loss = trl_engine.ResRLTrainer._compute_loss
+    real_policy_loss = trl_engine.policy_loss
+
+    def compute_loss_spy(self, model, inputs):
+        seen.append({"inputs": inputs})
+        return real_compute_loss(self, model, inputs)
+
+    def policy_loss_spy(logps, old, advantages, mask, *args, **kwargs):
+        seen[-1]["advantages"] = advantages.detach().clone()
+        return real_policy_loss(logps, old, advantages, mask, *args, **kwargs)
+
+    monkeypatch.setattr(trl_engine.ResRLTrainer, "_compute_loss", compute_loss_spy)
+    monkeypatch.setattr(trl_engine, "policy_loss", policy_loss_spy)
+    micro = "train.micro_batch_size=16" if mode == "aligned" else "train.micro_batch_size=2"
+    cfg = load_config(None, overrides(model_dir, tmp_path, f"algorithm.name={algorithm}", "train.max_steps=1",
+                                      f"engine.resrl_mode={mode}", micro,
+                                      f"algorithm.resrl.hidden_alignment={alignment}",
+                                      "algorithm.resrl.svd=exact"))
+    result = run_training(cfg, model=model, train_dataset=toy_dataset(), reward_fn=length_reward, save_final=False)
+    if algorithm == "resrl":
+        assert result.resrl_mode == mode
+    # the whole round (one update) from all micro-batches, then the core on it
+    keys = ("prompt_ids", "prompt_mask", "completion_ids", "completion_mask", "rewards", "group_index", "truncated")
+    width = max(s["inputs"]["completion_ids"].shape[1] for s in seen)
+    pwidth = max(s["inputs"]["prompt_ids"].shape[1] for s in seen)
+    assert all(s["inputs"]["completion_ids"].shape[1] == width and s["inputs"]["prompt_ids"].shape[1] == pwidth
+               for s in seen)
+    batch = {k: torch.cat([s["inputs"][k] for s in seen]) for k in keys}
+    used = torch.cat([s["advantages"] for s in seen])
+    assert batch["rewards"].std() > 0, "degenerate batch: all rewards equal"
+    hidden = None
+    if algorithm == "resrl":
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+        attn = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+        hidden = align_response_hidden(reference_penultimate(initial, ids, attn), width, alignment)
+    expected, _ = compute_token_advantages(
+        AdvantageInputs(batch["rewards"], batch["group_index"], batch["completion_mask"], hidden,
+                        batch["truncated"]), cfg.algorithm)
+    torch.testing.assert_close(used, expected, atol=2e-4, rtol=1e-4)
+    if algorithm == "resrl":  # not vacuous: the token weights differ from plain GRPO advantages
+        plain, _ = compute_token_advantages(
+            AdvantageInputs(batch["rewards"], batch["group_index"], batch["completion_mask"]),
+            _as_grpo(cfg.algorithm))
+        assert not torch.allclose(used, plain, atol=1e-3)
+
+
+def _as_grpo(algorithm):
+    import dataclasses
+
+    return dataclasses.replace(algorithm, name="grpo")
