@@ -1,0 +1,196 @@
+"""Load problems from jsonl / parquet files, by path or by benchmark name.
+
+Two row formats are accepted (per row, so a file may even mix them):
+
+- simple:  {"problem": str, "answer": str | number, "id"?: str, ...}   (../shared/data/math/*.jsonl)
+- veRL:    {"data_source": str, "prompt": str | [{"role", "content"}, ...], "ability"?: str,
+            "reward_model": {"ground_truth": str | number | list, ...}, "extra_info"?: dict}
+
+Every row becomes a `Problem`. A row that is neither gives a ValueError naming the file and the
+1-based row number (the line number for jsonl).
+
+Names: `aime24`, `aime25`, `amc23`, `math500`, `minerva`, `olympiadbench`, `gsm8k`,
+`dapo_math_17k` (and any other `<name>.jsonl` / `<name>.parquet` found there) resolve inside the
+data directory, looked up in this order: the `data_dir` argument, `$RESRL_DATA_DIR`,
+`<repo root>/../shared/data/math`, `<cwd>/../shared/data/math`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+BENCHMARKS = ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench", "gsm8k", "dapo_math_17k")
+DATA_DIR_ENV = "RESRL_DATA_DIR"
+_REPO_ROOT = Path(__file__).resolve().parents[3]  # src/resrl/data/loaders.py -> repo root
+
+
+@dataclass
+class Problem:
+    """One verifiable problem.
+
+    id           unique within its data source (from the row, else `<file stem>-<row index>`)
+    prompt       the problem text (str, no instruction appended) or a chat list [{"role", "content"}]
+    answer       reference answer as a string (what the reward compares against)
+    data_source  benchmark / data set name
+    extra        everything else in the row (solution, meta, ability, extra_info, ...)
+    """
+
+    id: str
+    prompt: str | list[dict]
+    answer: str
+    data_source: str
+    extra: dict = field(default_factory=dict)
+
+
+# ---- where files are ----------------------------------------------------------------------------
+def candidate_data_dirs(data_dir: str | Path | None = None) -> list[Path]:
+    """Directories searched for named data sets, in priority order."""
+    dirs = []
+    if data_dir is not None:
+        dirs.append(Path(data_dir))
+    if os.environ.get(DATA_DIR_ENV):
+        dirs.append(Path(os.environ[DATA_DIR_ENV]))
+    dirs += [_REPO_ROOT.parent / "shared" / "data" / "math", Path.cwd().parent / "shared" / "data" / "math"]
+    return dirs
+
+
+def default_data_dir(data_dir: str | Path | None = None) -> Path | None:
+    """The first existing candidate data directory, or None."""
+    return next((d for d in candidate_data_dirs(data_dir) if d.is_dir()), None)
+
+
+def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> Path:
+    """A file path, or a data set name -> an existing file. ValueError listing where it looked."""
+    path = Path(spec).expanduser()
+    if path.is_file():
+        return path
+    name = str(spec)
+    looked = []
+    if "/" not in name and path.suffix not in (".jsonl", ".parquet", ".json"):
+        for d in candidate_data_dirs(data_dir):
+            for suffix in (".jsonl", ".parquet"):
+                candidate = d / f"{name}{suffix}"
+                looked.append(str(candidate))
+                if candidate.is_file():
+                    return candidate
+    hint = f"; looked for {looked}" if looked else ""
+    raise ValueError(f"data set {name!r} is neither an existing file nor a known name "
+                     f"(names: {list(BENCHMARKS)}; set --data-dir or ${DATA_DIR_ENV}){hint}")
+
+
+# ---- reading rows -------------------------------------------------------------------------------
+def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
+    """(1-based row number, decoded row) for jsonl / json-lines / parquet files."""
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow.parquet as pq
+        except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
+            raise ValueError(f"{path}: reading parquet needs pyarrow ({exc})") from exc
+        try:
+            rows = pq.read_table(path).to_pylist()
+        except Exception as exc:
+            raise ValueError(f"{path}: cannot read parquet file: {exc}") from exc
+        yield from enumerate(rows, start=1)
+        return
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                yield lineno, json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}: row {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+
+
+def _answer_text(value: Any, where: str) -> str:
+    if isinstance(value, bool) or value is None:
+        raise ValueError(f"{where}: answer must be a string or number, got {value!r}")
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))  # 70.0 -> "70" (several sources store integers as floats)
+    if isinstance(value, (str, int, float)):
+        return str(value).strip()
+    raise ValueError(f"{where}: answer must be a string or number, got {type(value).__name__}")
+
+
+def _check_chat(prompt: list, where: str) -> list[dict]:
+    if not prompt:
+        raise ValueError(f"{where}: 'prompt' is an empty chat list")
+    for i, m in enumerate(prompt):
+        if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
+            raise ValueError(f"{where}: 'prompt'[{i}] must be {{'role': str, 'content': str}}, got {m!r}")
+    return [{"role": m["role"], "content": m["content"]} for m in prompt]
+
+
+def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
+    """One decoded row -> Problem. `where` ("file: row N") prefixes every error message."""
+    if not isinstance(row, dict):
+        raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    if "problem" in row:  # simple format
+        if not isinstance(row["problem"], str) or not row["problem"].strip():
+            raise ValueError(f"{where}: 'problem' must be a non-empty string")
+        if "answer" not in row:
+            raise ValueError(f"{where}: has 'problem' but no 'answer'")
+        extra = {k: v for k, v in row.items() if k not in ("id", "problem", "answer", "source")}
+        return Problem(id=str(row.get("id", f"{source}-{index}")), prompt=row["problem"],
+                       answer=_answer_text(row["answer"], where), data_source=str(row.get("source") or source),
+                       extra=extra)
+    if "prompt" in row:  # veRL format
+        prompt = row["prompt"]
+        if isinstance(prompt, list):
+            prompt = _check_chat(prompt, where)
+        elif not isinstance(prompt, str) or not prompt.strip():
+            raise ValueError(f"{where}: 'prompt' must be a string or a chat list")
+        reward_model = row.get("reward_model")
+        if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
+            raise ValueError(f"{where}: veRL row needs 'reward_model': {{'ground_truth': ...}}")
+        truth = reward_model["ground_truth"]
+        extra = {k: v for k, v in row.items() if k not in ("prompt", "reward_model", "data_source")}
+        if isinstance(truth, (list, tuple)):  # several accepted answers: the first is the reference
+            if not truth:
+                raise ValueError(f"{where}: 'reward_model.ground_truth' is an empty list")
+            extra["all_answers"] = [_answer_text(t, where) for t in truth]
+            truth = truth[0]
+        info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+        pid = row.get("id", info.get("id", info.get("index", f"{source}-{index}")))
+        return Problem(id=str(pid), prompt=prompt, answer=_answer_text(truth, where),
+                       data_source=str(row.get("data_source") or source), extra=extra)
+    raise ValueError(f"{where}: row has neither 'problem'/'answer' nor veRL 'prompt'/'reward_model' "
+                     f"(keys: {sorted(row)[:10]})")
+
+
+def load_problems(spec: str | Path, data_dir: str | Path | None = None, limit: int | None = None) -> list[Problem]:
+    """Problems of one file or named data set (see module docstring); the first `limit` if given."""
+    path = resolve_data_path(spec, data_dir)
+    source = path.stem
+    problems = []
+    for index, (rowno, row) in enumerate(_iter_rows(path)):
+        if limit is not None and index >= limit:
+            break
+        problems.append(row_to_problem(row, index, source, f"{path}: row {rowno}"))
+    if not problems:
+        raise ValueError(f"{path}: no rows")
+    ids = [p.id for p in problems]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ValueError(f"{path}: duplicate problem id {dup!r}")
+    return problems
+
+
+def load_benchmarks(specs: list[str], data_dir: str | Path | None = None,
+                    limit: int | None = None) -> dict[str, list[Problem]]:
+    """{name: problems} for several names / files; the key is the file stem."""
+    out: dict[str, list[Problem]] = {}
+    for spec in specs:
+        path = resolve_data_path(spec, data_dir)
+        if path.stem in out:
+            raise ValueError(f"data set {spec!r}: a data set named '{path.stem}' is already loaded")
+        out[path.stem] = load_problems(path, limit=limit)
+    return out
+
+
+__all__ = ["Problem", "BENCHMARKS", "DATA_DIR_ENV", "candidate_data_dirs", "default_data_dir",
+           "resolve_data_path", "row_to_problem", "load_problems", "load_benchmarks"]

@@ -1,0 +1,88 @@
+"""Reward functions by name: `"math"`, `"exact"`, or a user function `"module:function"`.
+
+A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
+per completion (the answers are the dataset's reference answers, as strings). It may expose a
+`last_stats` dict after each call (e.g. {"timeouts": 2.0}); the trainer logs it.
+
+User functions: `"my_pkg.rewards:score"` imports `my_pkg.rewards` and takes `score`;
+`"path/to/file.py:score"` loads the file. A class is instantiated with no arguments.
+User functions run in the caller's process: wrap anything that can hang with
+`resrl.rewards.isolation.IsolatedPool`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+from pathlib import Path
+from typing import Callable, Protocol
+
+
+class RewardFunction(Protocol):
+    def __call__(self, completions: list[str], answers: list[str]) -> list[float]: ...
+
+
+BUILTIN_REWARDS = ("math", "exact")
+
+
+def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2) -> RewardFunction:
+    """Build the reward function named by `spec` (see the module docstring).
+
+    timeout_s / num_workers configure the "math" verifier's process pool (ignored otherwise).
+    Raises ValueError naming the module or function when `spec` cannot be resolved.
+    """
+    if not isinstance(spec, str) or not spec.strip():
+        raise ValueError(f"reward function spec must be 'math', 'exact' or 'module:function', got {spec!r}")
+    spec = spec.strip()
+    if spec == "math":
+        from resrl.rewards.math import MathReward
+
+        return MathReward(timeout_s=timeout_s, num_workers=num_workers)
+    if spec == "exact":
+        from resrl.rewards.exact import ExactMatchReward
+
+        return ExactMatchReward()
+    if ":" not in spec:
+        raise ValueError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
+                         f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")
+    module_name, _, attr = spec.rpartition(":")
+    if not module_name or not attr:
+        raise ValueError(f"reward function {spec!r}: expected 'module:function'")
+    module = _import(module_name, spec)
+    if not hasattr(module, attr):
+        public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
+        raise ValueError(f"reward function {spec!r}: module '{module_name}' has no attribute '{attr}' "
+                         f"(callables there: {public[:20]})")
+    fn = getattr(module, attr)
+    if inspect.isclass(fn):
+        fn = fn()
+    if not callable(fn):
+        raise ValueError(f"reward function {spec!r}: '{attr}' is not callable ({type(fn).__name__})")
+    return fn
+
+
+def _import(module_name: str, spec: str):
+    if module_name.endswith(".py"):
+        path = Path(module_name)
+        if not path.is_file():
+            raise ValueError(f"reward function {spec!r}: file '{module_name}' does not exist")
+        mod_spec = importlib.util.spec_from_file_location(f"resrl_user_reward_{path.stem}", path)
+        module = importlib.util.module_from_spec(mod_spec)
+        mod_spec.loader.exec_module(module)
+        return module
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and module_name.startswith(exc.name):  # the module itself (or its package) is missing
+            raise ValueError(f"reward function {spec!r}: cannot import module '{module_name}' "
+                             f"({exc}); is it installed or on PYTHONPATH?") from exc
+        raise  # a missing dependency inside the user's module: show the real error
+
+
+def as_reward_function(fn: Callable | str) -> RewardFunction:
+    """A spec string or an existing callable -> a reward function."""
+    return load_reward_function(fn) if isinstance(fn, str) else fn
+
+
+__all__ = ["RewardFunction", "load_reward_function", "as_reward_function", "BUILTIN_REWARDS"]
