@@ -53,3 +53,41 @@ class RewardAdapter:
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     log_metric(f"reward/{key}", float(value))
         return out
+
+
+def _score_one(fn, completion: str, answer: str) -> float:
+    return float(fn([completion], [answer])[0])
+
+
+class IsolatedReward:
+    """A user reward scored item by item in `resrl.rewards.isolation.IsolatedPool` workers: an item
+    that runs past `timeout_s` (or crashes its worker) scores 0 and is counted in
+    `last_stats["timeouts"]` / `["errors"]`; training never hangs on it."""
+
+    def __init__(self, fn, timeout_s: float = 5.0, num_workers: int = 2):
+        from resrl.rewards.isolation import IsolatedPool
+
+        self.fn = fn
+        self.__name__ = getattr(fn, "__name__", None) or type(fn).__name__
+        self._pool = IsolatedPool(_ScoreOne(fn), timeout_s=timeout_s, num_workers=num_workers)
+        self.last_stats: dict[str, float] = {}
+
+    def __call__(self, completions: list[str], answers: list[str]) -> list[float]:
+        results = self._pool.map(list(zip(completions, answers)))
+        scores = [float(r.value) if (not r.timed_out and r.error is None) else 0.0 for r in results]
+        self.last_stats = {"timeouts": float(sum(r.timed_out for r in results)),
+                           "errors": float(sum(r.error is not None and not r.timed_out for r in results))}
+        return scores
+
+    def close(self) -> None:
+        self._pool.close()
+
+
+class _ScoreOne:
+    """Picklable callable (spawn platforms): one completion through the user's batch function."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, completion: str, answer: str) -> float:
+        return _score_one(self.fn, completion, answer)

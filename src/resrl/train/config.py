@@ -48,7 +48,12 @@ class DataSection:
 
 @dataclass
 class RewardSection:
-    function: str = "math"  # "math" | "exact" | "module:function"
+    function: str = "math"  # "math" | "exact" | "module:function" (or "path/to/file.py:function")
+    timeout_s: float = 5.0  # per-item wall-clock limit of isolated scoring (a timed-out item scores 0)
+    num_workers: int = 2  # scoring processes
+    # run a user "module:function" item by item in worker processes with timeout_s (the math
+    # verifier is always isolated); off by default because it forks the trainer process
+    isolate: bool = False
 
 
 @dataclass
@@ -200,6 +205,10 @@ class TrainConfig:
                 "config key 'engine.dynamic_sampling' needs train.rollout_prompts to be a multiple of the number "
                 "of processes (whole groups per process)"
             )
+        if self.reward.timeout_s <= 0:
+            raise ConfigError(f"config key 'reward.timeout_s' must be > 0, got {self.reward.timeout_s}")
+        if self.reward.num_workers < 1:
+            raise ConfigError(f"config key 'reward.num_workers' must be >= 1, got {self.reward.num_workers}")
         if self.engine.max_refill_rounds < 0:
             raise ConfigError("config key 'engine.max_refill_rounds' must be >= 0")
         for name in self.log.report_to:

@@ -119,22 +119,28 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
     )
 
 
-def _load_model(config: TrainConfig, model, tokenizer):
+def _load_tokenizer(config: TrainConfig, model, tokenizer):
+    from transformers import AutoTokenizer
+
+    if tokenizer is None:
+        path = str(model or config.model.path) if model is None or isinstance(model, (str, Path)) \
+            else model.name_or_path
+        if not Path(path).is_dir():
+            raise ConfigError(f"config key 'model.path': directory {path!r} does not exist")
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _load_model(config: TrainConfig, model):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     if model is None or isinstance(model, (str, Path)):
         path = str(model or config.model.path)
-        if not Path(path).is_dir():
-            raise ConfigError(f"config key 'model.path': directory {path!r} does not exist")
-        dtype = getattr(torch, config.model.dtype)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-        tokenizer = tokenizer or AutoTokenizer.from_pretrained(path)
-    if tokenizer is None:
-        tokenizer = AutoTokenizer.from_pretrained(model.name_or_path)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model, tokenizer
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model.dtype))
+    return model
 
 
 def _load_dataset(config: TrainConfig, train_dataset, tokenizer):
@@ -183,10 +189,18 @@ def _load_reward(config: TrainConfig, reward_fn):
     from resrl.engines.rewards import RewardAdapter
 
     if reward_fn is None:
-        from resrl.rewards.registry import load_reward_function
+        from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
 
-        reward_fn = load_reward_function(config.reward.function)
-        name = config.reward.function.split(":")[-1]
+        spec, r = config.reward.function, config.reward
+        try:
+            reward_fn = load_reward_function(spec, timeout_s=r.timeout_s, num_workers=r.num_workers)
+        except ValueError as exc:
+            raise ConfigError(f"config key 'reward.function': {exc}") from exc
+        if r.isolate and spec not in BUILTIN_REWARDS:
+            from resrl.engines.rewards import IsolatedReward
+
+            reward_fn = IsolatedReward(reward_fn, timeout_s=r.timeout_s, num_workers=r.num_workers)
+        name = spec.split(":")[-1]
     else:
         name = getattr(reward_fn, "__name__", None) or "reward"
     return RewardAdapter(reward_fn, name=name)
@@ -235,10 +249,12 @@ def run_training(
         if checkpoint is None:
             logger.warning("--resume: no checkpoint in %s, starting from the beginning", output_dir)
 
-    set_seed(config.train.seed)
-    model, tokenizer = _load_model(config, model, tokenizer)
-    train_dataset = _load_dataset(config, train_dataset, tokenizer)
+    # cheap things first, so that a bad reward spec or data row fails before the model loads
     reward = _load_reward(config, reward_fn)
+    tokenizer = _load_tokenizer(config, model, tokenizer)
+    train_dataset = _load_dataset(config, train_dataset, tokenizer)
+    set_seed(config.train.seed)
+    model = _load_model(config, model)
 
     jsonl = output_dir / METRICS_FILE if config.log.jsonl else None
     if jsonl is not None and PartialState().is_main_process:
