@@ -70,7 +70,7 @@ class ResRLConfig:
     power_iters: int = 2
     seed: int = 0
     hidden_alignment: str = "predicting"
-    chunk_mb: int = 256
+    chunk_mb: int = 128
 
     def __post_init__(self) -> None:
         self.validate()
@@ -176,6 +176,13 @@ def layer_norm_no_affine(h: Tensor, eps: float) -> Tensor:
     return (h - mean) * torch.rsqrt(var + eps)
 
 
+def _layer_norm_gathered_(h: Tensor, eps: float) -> Tensor:
+    """LN of a freshly gathered (..., d) tensor, in place when it is already float32 (saves a copy)."""
+    x = h.float()
+    var, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)
+    return x.sub_(mean).mul_(torch.rsqrt(var.add_(eps)))
+
+
 def _mix_hash(seed: int, a: Tensor, b: Tensor) -> Tensor:
     """Deterministic pseudo-random int64 keys in [1, 2^31) from (seed, a, b); a, b int64 >= 0."""
     p = _HASH_PRIME
@@ -208,8 +215,10 @@ def quantiles_per_row(values: Tensor, counts: Tensor, qs: tuple[float, ...]) -> 
 
 
 def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, power_iters: int,
-                               omega: Tensor | None = None) -> Tensor:
-    """Top-k right singular vectors of each (M, d) block. X: (G, M, d) float32 -> V: (G, d, k).
+                               omega: Tensor | None = None, return_values: bool = False):
+    """Top-k right singular vectors of each (M, d) block. X: (G, M, d) float32 -> V: (G, d, k)
+    (and the matching singular values S: (G, k) when `return_values`; in randomized mode those of
+    QᵀX, so Σ S² is a lower bound of ‖X V‖²).
 
     "randomized": Halko-Martinsson-Tropp range finder with q = k + oversample columns and
     `power_iters` QR-stabilised power iterations, then an exact SVD of the small (q, d) matrix.
@@ -219,7 +228,7 @@ def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, po
     G, M, d = X.shape
     q = k + oversample
     if mode == "exact" or omega is None or q >= min(M, d):
-        _, _, Vh = torch.linalg.svd(X, full_matrices=False)           # Vh: (G, min(M,d), d)
+        _, S, Vh = torch.linalg.svd(X, full_matrices=False)           # Vh: (G, min(M,d), d)
         V = Vh[:, :k].mT
     else:
         Q = torch.linalg.qr(X @ omega[:, :q]).Q                      # (G, M, q)
@@ -227,11 +236,13 @@ def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, po
             Z = torch.linalg.qr(X.mT @ Q).Q                            # (G, d, q)
             Q = torch.linalg.qr(X @ Z).Q                               # (G, M, q)
         small = Q.mT @ X                                               # (G, q, d)
-        _, _, Vh = torch.linalg.svd(small, full_matrices=False)       # (G, q, d)
+        _, S, Vh = torch.linalg.svd(small, full_matrices=False)       # (G, q, d)
         V = Vh[:, :k].mT
+    S = S[:, :k]
     if V.shape[-1] < k:  # fewer singular vectors than k exist (min(M, d) < k): pad with zeros
         V = torch.nn.functional.pad(V, (0, k - V.shape[-1]))
-    return V
+        S = torch.nn.functional.pad(S, (0, k - S.shape[-1]))
+    return (V, S) if return_values else V
 
 
 def _pad_by_group(group_of_item: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
@@ -462,7 +473,8 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
         test_matrix = torch.randn(d, k_max + cfg.oversample, generator=gen).to(device)
 
     # chunk the groups so that the float32 gathered states stay within chunk_mb
-    per_group_bytes = (pos_index.shape[1] + neg_index.shape[1]) * d * 4 * 3
+    # per group: gathered positives and negatives in float32 (+ one transient copy of the larger)
+    per_group_bytes = (pos_index.shape[1] + 2 * neg_index.shape[1]) * d * 4
     groups_per_chunk = max(1, (cfg.chunk_mb << 20) // max(per_group_bytes, 1))
     omega_neg = torch.empty(neg_flat.numel(), dtype=torch.float32, device=device)
     for start in range(0, Ga, groups_per_chunk):
@@ -484,24 +496,25 @@ def _weights_for_group_chunk(h_flat, pos_flat, pos_index, pos_counts, neg_flat, 
     d = h_flat.shape[1]
     # step 4: LN on the gathered valid tokens only, centred on the sampled positives' mean
     pos_valid = pos_index >= 0                                         # (Gc, M_pad)
-    Xp = layer_norm_no_affine(h_flat[pos_flat[pos_index.clamp(min=0)]], cfg.ln_eps)  # (Gc, M_pad, d)
-    Xp = Xp * pos_valid[..., None]
+    Xp = _layer_norm_gathered_(h_flat[pos_flat[pos_index.clamp(min=0)]], cfg.ln_eps)  # (Gc, M_pad, d)
+    Xp.mul_(pos_valid[..., None])
     mu = Xp.sum(dim=1) / pos_counts.clamp(min=1)[:, None].float()      # (Gc, d)  μ+
-    Xp = (Xp - mu[:, None, :]) * pos_valid[..., None]                  # X+ (zero rows on padding)
+    Xp.sub_(mu[:, None, :]).mul_(pos_valid[..., None])                 # X+ (zero rows on padding)
 
     # step 5: V_k with effective k per group (columns beyond eff_k are zeroed)
-    V = top_right_singular_vectors(Xp, k_max, cfg.svd, cfg.oversample, cfg.power_iters, test_matrix)
+    V, S = top_right_singular_vectors(Xp, k_max, cfg.svd, cfg.oversample, cfg.power_iters, test_matrix,
+                                      return_values=True)
     col_ok = torch.arange(k_max, device=V.device)[None, :] < eff_k[:, None]   # (Gc, k_max)
     V = V * col_ok[:, None, :]                                         # (Gc, d, k_max)
-    pos_energy = Xp.square().sum(dim=(1, 2))
-    captured = (Xp @ V).square().sum(dim=(1, 2)) / pos_energy.clamp(min=1e-30)
+    # fraction of the positives' energy in the subspace, from the singular values (no extra pass)
+    captured = (S.square() * col_ok).sum(dim=1) / Xp.square().sum(dim=(1, 2)).clamp(min=1e-30)
     del Xp
 
     # step 6: R = (‖x‖² − ‖V_kᵀx‖²) / d, no residual tensor
     neg_valid = neg_index >= 0                                         # (Gc, N_pad)
-    x = layer_norm_no_affine(h_flat[neg_flat[neg_index.clamp(min=0)]], cfg.ln_eps) - mu[:, None, :]
-    sq = x.square().sum(dim=-1)                                        # (Gc, N_pad)  ‖x‖²
-    proj = (x @ V).square().sum(dim=-1)                                # (Gc, N_pad)  ‖V_kᵀ x‖²
+    x = _layer_norm_gathered_(h_flat[neg_flat[neg_index.clamp(min=0)]], cfg.ln_eps).sub_(mu[:, None, :])
+    sq = torch.linalg.vector_norm(x, dim=-1).square_()                 # (Gc, N_pad)  ‖x‖²
+    proj = torch.linalg.vector_norm(x @ V, dim=-1).square_()           # (Gc, N_pad)  ‖V_kᵀ x‖²
     del x
     R = (sq - proj).clamp(min=0.0) / d
 
