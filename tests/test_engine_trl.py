@@ -129,3 +129,30 @@ def _as_grpo(algorithm):
     import dataclasses
 
     return dataclasses.replace(algorithm, name="grpo")
+
+
+def test_dapo_dynamic_sampling_drops_and_refills(model_dir, tmp_path, monkeypatch):
+    """Groups whose rewards are all equal are dropped and refilled from fresh prompts: every group
+    of the batch that reaches the loss has differing rewards, and the batch keeps its size."""
+    batches = []
+    real = trl_engine.ResRLTrainer._generate_and_score_completions
+
+    def spy(self, inputs):
+        out = real(self, inputs)
+        batches.append({k: out[k].clone() for k in ("rewards", "group_index")})
+        return out
+
+    def half_uniform(completions, answers):  # odd answers: all-equal groups (always 1.0)
+        return [1.0 if int(a) % 2 else float(sum(map(ord, c)) % 2 == 0) for c, a in zip(completions, answers)]
+
+    monkeypatch.setattr(trl_engine.ResRLTrainer, "_generate_and_score_completions", spy)
+    cfg = load_config(None, overrides(model_dir, tmp_path, "algorithm.name=dapo", "train.max_steps=2",
+                                      "engine.max_refill_rounds=6"))
+    result = run_training(cfg, train_dataset=toy_dataset(), reward_fn=half_uniform, save_final=False)
+    for batch in batches:
+        assert batch["rewards"].numel() == 4 * 4
+        for g in batch["group_index"].unique():
+            r = batch["rewards"][batch["group_index"] == g]
+            assert r.numel() == 4 and r.max() > r.min(), "an all-equal group reached the loss"
+    assert any(m["dynamic_sampling/refill_rounds"] > 0 for m in result.metrics)
+    assert any(m["dynamic_sampling/kept_frac"] < 1 for m in result.metrics)
