@@ -1,0 +1,16 @@
+"""Evaluation: sampling (HF generate / optional vLLM), scoring, Avg@k / Pass@k / maj@k, reports, plots.
+
+    from resrl.eval import EvalConfig, evaluate
+    from resrl.data.loaders import load_benchmarks
+    summary = evaluate("path/to/model", load_benchmarks(["aime24", "math500"]), EvalConfig(n=16), "runs/eval")
+
+Nothing heavy is imported here (torch / transformers load inside the functions), so that
+`resrl --help` stays fast.
+"""
+
+from resrl.eval.generation import GenerationJob, HFGenerator, Sample, generate_samples
+from resrl.eval.runner import EvalConfig, evaluate
+from resrl.eval.scoring import Scorer, Verdict
+
+__all__ = ["EvalConfig", "evaluate", "generate_samples", "Sample", "GenerationJob", "HFGenerator",
+           "Scorer", "Verdict"]

@@ -1,0 +1,98 @@
+"""`resrl eval` and `resrl plot-passk`.
+
+    resrl eval --model DIR --data aime24 math500 [more names or .jsonl/.parquet files]
+               [--n 16] [--k 1,2,4,8,16] [--temperature 0.6] [--top-p 0.95] [--max-new-tokens 1024]
+               [--batch-size 16] [--out runs/eval] [--limit N] [--seed 0] [--instruction TEXT]
+               [--reward math|exact|module:function] [--backend hf|vllm|auto] [--data-dir DIR]
+    resrl plot-passk RUN_DIR [RUN_DIR ...] --out passk.png [--labels GRPO NSR ResRL]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.replace(" ", "").split(",") if x]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 1,2,4,8, got {text!r}") from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "eval", help="sample n completions per problem and report Avg@n, Pass@k, maj@k",
+        description="Evaluate a local model directory on math benchmarks (Math-Verify scoring) or any "
+                    "jsonl/parquet data set. Re-running with the same --out resumes an interrupted run.")
+    p.add_argument("--model", required=True, help="local Hugging Face model directory")
+    p.add_argument("--data", required=True, nargs="+", metavar="NAME_OR_FILE",
+                   help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k) or files")
+    p.add_argument("--data-dir", default=None, help="directory of named benchmarks (default: $RESRL_DATA_DIR, "
+                                                    "then ../shared/data/math)")
+    p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
+    p.add_argument("--k", type=_int_list, default=None, help="k for the table and maj@k, e.g. 1,2,4,8,16 "
+                                                             "(default: powers of two up to n)")
+    p.add_argument("--temperature", type=float, default=0.6)
+    p.add_argument("--top-p", type=float, default=0.95)
+    p.add_argument("--max-new-tokens", type=int, default=1024)
+    p.add_argument("--batch-size", type=int, default=16, help="rows per generate call")
+    p.add_argument("--out", default="runs/eval", help="output directory (default runs/eval)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N problems of each data set")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--instruction", default=None,
+                   help="text appended to each problem (default: the \\boxed{} instruction; '' for none)")
+    p.add_argument("--no-chat-template", action="store_true", help="plain-text prompts even if the tokenizer "
+                                                                   "has a chat template")
+    p.add_argument("--reward", default="math", help="math (Math-Verify), exact, or module:function")
+    p.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per Math-Verify item")
+    p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes")
+    p.add_argument("--backend", choices=["hf", "vllm", "auto"], default="auto",
+                   help="generation engine; auto = vLLM when installed and a GPU is present, else HF generate")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=run_eval)
+
+    q = subparsers.add_parser("plot-passk", help="overlay the Pass@k curves of several `resrl eval` runs",
+                              description="One panel per benchmark, one line per run, log2 k on x.")
+    q.add_argument("runs", nargs="+", metavar="RUN_DIR", help="--out directories of `resrl eval`")
+    q.add_argument("--out", required=True, help="PNG file to write")
+    q.add_argument("--labels", nargs="+", default=None, help="one label per run (default: directory names)")
+    q.add_argument("--title", default=None)
+    q.set_defaults(func=run_plot)
+
+
+def run_eval(args) -> int:
+    from resrl.data.loaders import load_benchmarks
+    from resrl.data.prompts import DEFAULT_INSTRUCTION
+    from resrl.eval.runner import EvalConfig, evaluate
+
+    config = EvalConfig(
+        n=args.n, ks=args.k, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+        batch_size=args.batch_size, seed=args.seed,
+        instruction=DEFAULT_INSTRUCTION if args.instruction is None else args.instruction,
+        use_chat_template=False if args.no_chat_template else None, reward=args.reward,
+        reward_timeout_s=args.reward_timeout, reward_workers=args.reward_workers, backend=args.backend,
+        limit=args.limit, progress=not args.no_progress,
+    )
+    benchmarks = load_benchmarks(args.data, data_dir=args.data_dir)
+    summary = evaluate(args.model, benchmarks, config, args.out)
+    from pathlib import Path
+
+    out = Path(args.out)
+    print((out / "results.md").read_text(), end="")
+    t = summary["throughput"]
+    if t.get("new_samples"):
+        print(f"{t['new_samples']} samples in {t['wall_seconds']:.1f} s: {t['samples_per_s']:.2f} samples/s, "
+              f"{t['tokens_per_s']:.0f} generated tokens/s")
+    print(f"wrote {out / 'samples.jsonl'}, {out / 'summary.json'}, {out / 'results.md'}, {out / 'passk.png'}")
+    return 0
+
+
+def run_plot(args) -> int:
+    from resrl.eval.plots import plot_runs
+
+    path = plot_runs(args.runs, args.out, labels=args.labels, title=args.title)
+    print(f"wrote {path}")
+    return 0

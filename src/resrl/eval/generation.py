@@ -1,0 +1,206 @@
+"""Sampling completions: Hugging Face `generate` in left-padded batches (CPU or GPU), vLLM optionally.
+
+The unit of work is a `GenerationJob` (one prompt, one sample index); a generator maps a list of
+jobs to a list of `Sample`s. `HFGenerator` is the default; `VLLMGenerator` is used by `resrl
+eval` when vLLM is installed and a GPU is present (`--backend auto`), never required. Tests plug
+in scripted generators with the same call signature.
+
+Sampling follows the paper's evaluation (spec §5): temperature and nucleus (top-p) sampling with
+no top-k; temperature 0 means greedy decoding.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Sample:
+    """One completion. num_tokens counts generated tokens incl. the end-of-sequence token;
+    truncated = it hit max_new_tokens without producing an end-of-sequence token."""
+
+    text: str
+    num_tokens: int
+    truncated: bool
+
+
+@dataclass
+class GenerationJob:
+    """One sample to draw: the rendered prompt text and where the result belongs."""
+
+    prompt: str
+    benchmark: str = ""
+    problem_id: str = ""
+    sample_index: int = 0
+
+
+Generator = Callable[[Sequence[GenerationJob]], list[Sample]]
+
+
+def eos_token_ids(model, tokenizer) -> list[int]:
+    """Every token id that ends a generation: the tokenizer's eos and the model's generation eos."""
+    ids = set()
+    if tokenizer.eos_token_id is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if gen_eos is not None:
+        ids.update(int(i) for i in (gen_eos if isinstance(gen_eos, (list, tuple)) else [gen_eos]))
+    if not ids:
+        raise ValueError("neither the tokenizer nor the model's generation config defines an eos token")
+    return sorted(ids)
+
+
+class HFGenerator:
+    """`jobs -> samples` with `model.generate`, all jobs of a call in one left-padded batch.
+
+    Randomness: before each call the torch RNG is seeded from (seed, the call's first job), so a
+    run with the same batches reproduces exactly; resumed runs draw fresh samples for the
+    missing jobs. add_special_tokens: whether the tokenizer adds BOS etc. to the prompt text
+    (False for chat-template text, which already holds every special token).
+    """
+
+    def __init__(self, model, tokenizer, temperature: float = 0.6, top_p: float = 0.95,
+                 max_new_tokens: int = 1024, seed: int = 0, add_special_tokens: bool = False) -> None:
+        import torch  # noqa: F401  (fail early if torch is missing)
+
+        if temperature < 0 or not 0 < top_p <= 1 or max_new_tokens < 1:
+            raise ValueError(f"bad sampling settings: temperature={temperature} (>= 0), top_p={top_p} "
+                             f"(in (0, 1]), max_new_tokens={max_new_tokens} (>= 1)")
+        self.model, self.tokenizer = model, tokenizer
+        self.temperature, self.top_p = float(temperature), float(top_p)
+        self.max_new_tokens, self.seed = int(max_new_tokens), int(seed)
+        self.add_special_tokens = add_special_tokens
+        self.eos_ids = eos_token_ids(model, tokenizer)
+        if tokenizer.pad_token_id is None:
+            raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (e.g. to the eos token)")
+        self._calls = 0
+
+    def _generation_config(self):
+        from transformers import GenerationConfig
+
+        greedy = self.temperature == 0
+        return GenerationConfig(
+            do_sample=not greedy,
+            temperature=None if greedy else self.temperature,
+            top_p=None if greedy else self.top_p,
+            top_k=None if greedy else 0,  # 0 disables top-k: the paper samples with top-p only
+            max_new_tokens=self.max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id,
+            eos_token_id=self.eos_ids,
+        )
+
+    def __call__(self, jobs: Sequence[GenerationJob]) -> list[Sample]:
+        import torch
+
+        if not jobs:
+            return []
+        tok = self.tokenizer
+        side = tok.padding_side
+        tok.padding_side = "left"  # generation continues every row from its right end
+        try:
+            enc = tok([j.prompt for j in jobs], return_tensors="pt", padding=True,
+                      add_special_tokens=self.add_special_tokens)
+        finally:
+            tok.padding_side = side
+        device = next(self.model.parameters()).device
+        input_ids = enc["input_ids"].to(device)            # (B, L)
+        attention_mask = enc["attention_mask"].to(device)  # (B, L)
+        first = jobs[0]
+        torch.manual_seed(_stable_seed(self.seed, first.benchmark, first.problem_id, first.sample_index, self._calls))
+        self._calls += 1
+        with torch.no_grad():
+            out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
+                                      generation_config=self._generation_config())
+        generated = out[:, input_ids.shape[1]:].tolist()  # (B, <= max_new_tokens)
+        return [self._to_sample(row) for row in generated]
+
+    def _to_sample(self, row: list[int]) -> Sample:
+        stop = next((i for i, t in enumerate(row) if t in self.eos_ids), None)
+        if stop is None:
+            # no eos: the row ran to max_new_tokens (a batch only stops early when every row ended)
+            tokens, truncated = row, len(row) >= self.max_new_tokens
+        else:
+            tokens, truncated = row[: stop + 1], False
+        text = self.tokenizer.decode(tokens, skip_special_tokens=True)
+        return Sample(text=text, num_tokens=len(tokens), truncated=truncated)
+
+
+def _stable_seed(*parts) -> int:
+    import zlib
+
+    return zlib.crc32("|".join(map(str, parts)).encode()) & 0x7FFFFFFF
+
+
+class VLLMGenerator:
+    """`jobs -> samples` with vLLM (optional; needs `pip install vllm` and a GPU).
+
+    Not exercised by the test suite (no GPU in CI); same Sample semantics as HFGenerator.
+    """
+
+    def __init__(self, model_dir: str, temperature: float = 0.6, top_p: float = 0.95,
+                 max_new_tokens: int = 1024, seed: int = 0, **llm_kwargs) -> None:
+        from vllm import LLM, SamplingParams
+
+        self.llm = LLM(model=str(model_dir), seed=seed, **llm_kwargs)
+        self.params = SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
+                                     top_k=-1, max_tokens=max_new_tokens, seed=seed)
+        self.max_new_tokens = max_new_tokens
+
+    def __call__(self, jobs: Sequence[GenerationJob]) -> list[Sample]:
+        outputs = self.llm.generate([j.prompt for j in jobs], self.params, use_tqdm=False)
+        samples = []
+        for o in outputs:
+            c = o.outputs[0]
+            truncated = c.finish_reason == "length"
+            samples.append(Sample(text=c.text, num_tokens=len(c.token_ids), truncated=truncated))
+        return samples
+
+
+def vllm_available() -> bool:
+    """True when vLLM imports and a CUDA GPU is visible."""
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def generate_samples(model, tokenizer, prompts: Sequence[str], n: int, temperature: float = 0.6,
+                     top_p: float = 0.95, max_new_tokens: int = 1024, batch_size: int = 16, seed: int = 0,
+                     progress: bool = False) -> list[list[Sample]]:
+    """n samples for each prompt: returns (len(prompts), n) nested lists of Sample.
+
+    prompts are final model input texts (render them with `resrl.data.prompts.render_prompt`).
+    Batches hold up to `batch_size` rows, the n samples of one prompt adjacent (little padding).
+    """
+    if n < 1 or batch_size < 1:
+        raise ValueError(f"generate_samples: need n >= 1 and batch_size >= 1, got n={n}, batch_size={batch_size}")
+    gen = HFGenerator(model, tokenizer, temperature=temperature, top_p=top_p,
+                      max_new_tokens=max_new_tokens, seed=seed)
+    jobs = [GenerationJob(prompt=p, problem_id=str(i), sample_index=s) for i, p in enumerate(prompts) for s in range(n)]
+    flat: list[Sample] = []
+    bar = _progress_bar(len(jobs), "generating") if progress else None
+    for start in range(0, len(jobs), batch_size):
+        batch = jobs[start:start + batch_size]
+        flat.extend(gen(batch))
+        if bar is not None:
+            bar.update(len(batch))
+    if bar is not None:
+        bar.close()
+    return [flat[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+
+def _progress_bar(total: int, desc: str):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", dynamic_ncols=True)
+
+
+__all__ = ["Sample", "GenerationJob", "Generator", "HFGenerator", "VLLMGenerator", "vllm_available",
+           "generate_samples", "eos_token_ids"]

@@ -1,0 +1,87 @@
+"""Pass@k curves (log2 k on x), one panel per benchmark, one line per run (paper Figures 2-3)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+
+def load_summary(run_dir: str | Path) -> dict:
+    """summary.json of an evaluation output directory (or the file itself)."""
+    path = Path(run_dir)
+    path = path / "summary.json" if path.is_dir() else path
+    if not path.is_file():
+        raise ValueError(f"{run_dir}: no summary.json (is it the --out directory of `resrl eval`?)")
+    try:
+        return json.loads(path.read_text())
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+
+
+def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | Path,
+               title: str | None = None) -> Path:
+    """Overlay the Pass@k curves of several runs; panels: every benchmark (in first-seen order)
+    plus "average" when a run has more than one benchmark. Returns the PNG path."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display needed
+    import matplotlib.pyplot as plt
+
+    if len(summaries) != len(labels):
+        raise ValueError(f"plot_passk: {len(summaries)} runs but {len(labels)} labels")
+    panels: list[str] = []
+    for s in summaries:
+        for name in s["benchmarks"]:
+            if name not in panels:
+                panels.append(name)
+    if any(len(s["benchmarks"]) > 1 for s in summaries):
+        panels.append("average")
+    cols = min(4, len(panels))
+    rows = math.ceil(len(panels) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    kmax = 1
+    for ax, panel in zip(axes.flat, panels):
+        for s, label in zip(summaries, labels):
+            m = s["overall"] if panel == "average" else s["benchmarks"].get(panel)
+            if not m:
+                continue
+            ks = sorted(int(k) for k in m["pass@k"])
+            kmax = max(kmax, ks[-1])
+            ax.plot(ks, [100 * m["pass@k"][str(k)] for k in ks], marker="o", markersize=3, label=label)
+        ax.set_xscale("log", base=2)
+        ticks = [2 ** i for i in range(int(math.log2(kmax)) + 1)]
+        ax.set_xticks(ticks, [str(t) for t in ticks])
+        ax.set_title(panel)
+        ax.set_xlabel("k")
+        ax.set_ylabel("Pass@k (%)")
+        ax.grid(True, alpha=0.3)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    handles, names = axes.flat[0].get_legend_handles_labels()
+    if len(labels) > 1 or labels[0]:
+        fig.legend(handles, names, loc="lower center", ncol=min(len(names), 6), frameon=False)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout(rect=(0, 0.06 if len(labels) > 1 else 0, 1, 1))
+    out_png = Path(out_png)
+    out_png.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out_png, dpi=120)
+    plt.close(fig)
+    return out_png
+
+
+def plot_runs(run_dirs: Sequence[str | Path], out_png: str | Path, labels: Sequence[str] | None = None,
+              title: str | None = None) -> Path:
+    """`resrl plot-passk`: overlay the runs in several evaluation directories."""
+    if not run_dirs:
+        raise ValueError("plot-passk: give at least one run directory")
+    if labels is None:
+        labels = [Path(d).name or str(d) for d in run_dirs]
+    if len(labels) != len(run_dirs):
+        raise ValueError(f"plot-passk: {len(run_dirs)} run directories but {len(labels)} labels")
+    return plot_passk([load_summary(d) for d in run_dirs], labels, out_png, title=title)
+
+
+__all__ = ["load_summary", "plot_passk", "plot_runs"]
