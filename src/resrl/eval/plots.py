@@ -43,13 +43,17 @@ def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | 
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     kmax = 1
     for ax, panel in zip(axes.flat, panels):
+        ymax = 0.0
         for s, label in zip(summaries, labels):
             m = s["overall"] if panel == "average" else s["benchmarks"].get(panel)
             if not m:
                 continue
             ks = sorted(int(k) for k in m["pass@k"])
             kmax = max(kmax, ks[-1])
-            ax.plot(ks, [100 * m["pass@k"][str(k)] for k in ks], marker="o", markersize=3, label=label)
+            ys = [100 * m["pass@k"][str(k)] for k in ks]
+            ymax = max(ymax, *ys)
+            ax.plot(ks, ys, marker="o", markersize=3, label=label)
+        ax.set_ylim(0, min(100.0, max(5.0, 1.1 * ymax + 1)))  # start at 0: gaps between runs read true
         ax.set_xscale("log", base=2)
         ticks = [2 ** i for i in range(int(math.log2(kmax)) + 1)]
         ax.set_xticks(ticks, [str(t) for t in ticks])
