@@ -156,3 +156,24 @@ def test_dapo_dynamic_sampling_drops_and_refills(model_dir, tmp_path, monkeypatc
             assert r.numel() == 4 and r.max() > r.min(), "an all-equal group reached the loss"
     assert any(m["dynamic_sampling/refill_rounds"] > 0 for m in result.metrics)
     assert any(m["dynamic_sampling/kept_frac"] < 1 for m in result.metrics)
+
+
+@pytest.mark.parametrize("extra,check", [
+    (["loss.kl_coef=0.05", "loss.kl_estimator=k2"], "kl"),
+    (["loss.entropy_coef=0.01", "loss.dual_clip_c=3.0", "loss.agg=seq-mean-token-sum"], "entropy"),
+    (["train.update_prompts=2", "train.micro_batch_size=4", "train.num_iterations=2", "train.max_steps=4"],
+     "off-policy"),
+])
+def test_loss_options(model_dir, tmp_path, extra, check):
+    """KL to a reference model, entropy bonus with dual-clip, and several updates per generation
+    round (old log-probs from the no-grad pass, ResRL in extra-pass mode) all train."""
+    cfg = load_config(None, overrides(model_dir, tmp_path, "algorithm.name=resrl", *extra))
+    result = run_training(cfg, train_dataset=toy_dataset(), reward_fn=length_reward, save_final=False)
+    assert all(math.isfinite(m["loss"]) for m in result.metrics)
+    if check == "kl":
+        assert result.metrics[-1]["kl"] > 0  # the policy moved away from the reference
+    if check == "entropy":
+        assert 0 < result.metrics[0]["entropy"] < 10  # per-token mean nats, whatever the aggregation
+    if check == "off-policy":
+        assert result.resrl_mode == "extra-pass"
+        assert any(abs(m["loss/ratio_mean"] - 1) > 1e-4 for m in result.metrics)  # π_old != π_θ

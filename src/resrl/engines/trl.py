@@ -37,7 +37,7 @@ from torch.utils.data import DataLoader
 from trl import GRPOTrainer
 from trl.trainer.utils import RepeatSampler, identity, split_tensor_dict
 
-from resrl.core.loss import LossConfig, policy_loss
+from resrl.core.loss import LossConfig, kl_estimate, policy_loss
 from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages, get_algorithm
 from resrl.core.advantages import dynamic_sampling_mask
 from resrl.engines.batches import concat_batches, local_token_advantages, select_rows, shuffle_groups
@@ -80,7 +80,8 @@ class ResRLTrainer(GRPOTrainer):
             msg = (f"ResRL weights: {self.resrl_mode} mode "
                    + ("(inside the training forward, no extra pass)" if self.resrl_mode == "aligned" else
                       "(one no-grad pass over each generation batch for hidden states and old log-probs)"))
-            logger.warning(msg) if self.resrl_mode == "extra-pass" else logger.info(msg)
+            # the extra pass costs a forward per round: say so where users look
+            (logger.warning if self.resrl_mode == "extra-pass" else logger.info)(msg)
 
     # ---- configuration -------------------------------------------------------------------------
 
@@ -287,13 +288,23 @@ class ResRLTrainer(GRPOTrainer):
         loss, metrics = policy_loss(logps, old, advantages, mask, self.loss_config,
                                     ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy)
         loss = loss * self._accumulation_scale(inputs, mask, mode)
+        # per-token means for the headline "entropy" / "kl" curves, whatever the loss aggregation
+        # (policy_loss reports them aggregated like the loss, logged as loss/entropy, loss/kl)
+        with torch.no_grad():
+            m = mask.float()
+            n_tok = m.sum().clamp(min=1.0)
+            metrics["entropy_token_mean"] = ((entropy.float() * m).sum() / n_tok).item()
+            ref = inputs.get("ref_per_token_logps")
+            if ref is not None:
+                kl = kl_estimate(logps.float(), ref.float(), self.loss_config.kl_estimator)
+                metrics["kl_token_mean"] = ((kl * m).sum() / n_tok).item()
         # one collective for all loss metrics (averaged over processes)
         keys = sorted(metrics)
         values = torch.tensor([metrics[k] for k in keys], device=loss.device)
         values = self.accelerator.gather(values[None]).nanmean(dim=0).tolist()
+        headline = {"entropy_token_mean": "entropy", "kl_token_mean": "kl"}
         for k, v in zip(keys, values):
-            name = k if k in ("entropy", "kl") else f"loss/{k}"
-            self._metrics[mode][name].append(v)
+            self._metrics[mode][headline.get(k, f"loss/{k}")].append(v)
         return loss
 
     def _accumulation_scale(self, inputs, mask, mode) -> float | torch.Tensor:
