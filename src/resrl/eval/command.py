@@ -4,6 +4,7 @@
                [--n 16] [--k 1,2,4,8,16] [--temperature 0.6] [--top-p 0.95] [--max-new-tokens 1024]
                [--batch-size 16] [--out runs/eval] [--limit N] [--seed 0] [--instruction TEXT]
                [--reward math|exact|module:function] [--backend hf|vllm|auto] [--data-dir DIR]
+               [--threads N] [--no-chat-template] [--no-progress]
     resrl plot-passk RUN_DIR [RUN_DIR ...] --out passk.png [--labels GRPO NSR ResRL]
 """
 
@@ -51,6 +52,8 @@ def register(subparsers) -> None:
     p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes")
     p.add_argument("--backend", choices=["hf", "vllm", "auto"], default="auto",
                    help="generation engine; auto = vLLM when installed and a GPU is present, else HF generate")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's choice). On a busy machine 1 can be much faster")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run_eval)
 
@@ -68,6 +71,12 @@ def run_eval(args) -> int:
     from resrl.data.prompts import DEFAULT_INSTRUCTION
     from resrl.eval.runner import EvalConfig, evaluate
 
+    if args.threads is not None:
+        if args.threads < 1:
+            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+        import torch
+
+        torch.set_num_threads(args.threads)
     config = EvalConfig(
         n=args.n, ks=args.k, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size, seed=args.seed,

@@ -52,7 +52,8 @@ def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | 
             kmax = max(kmax, ks[-1])
             ys = [100 * m["pass@k"][str(k)] for k in ks]
             ymax = max(ymax, *ys)
-            ax.plot(ks, ys, marker="o", markersize=3, label=label)
+            marks = [i for i, k in enumerate(ks) if k & (k - 1) == 0 or k == ks[-1]]  # powers of two, n
+            ax.plot(ks, ys, marker="o", markersize=4, markevery=marks, label=label)
         ax.set_ylim(0, min(100.0, max(5.0, 1.1 * ymax + 1)))  # start at 0: gaps between runs read true
         ax.set_xscale("log", base=2)
         ticks = [2 ** i for i in range(int(math.log2(kmax)) + 1)]

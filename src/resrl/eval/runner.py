@@ -185,7 +185,12 @@ def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], conf
     if not problems_by_benchmark:
         raise ValueError("evaluate: no benchmarks given")
     out = Path(out_dir) if out_dir is not None else None
-    model_name = str(model_or_dir) if isinstance(model_or_dir, (str, Path)) else type(model_or_dir).__name__
+    if isinstance(model_or_dir, (str, Path)):
+        model_name = str(model_or_dir)
+    elif model_or_dir is None:
+        model_name = f"generator:{type(generator).__name__}"
+    else:
+        model_name = getattr(getattr(model_or_dir, "config", None), "name_or_path", None) or type(model_or_dir).__name__
     scorer_name = config.reward if scorer is None else (scorer if isinstance(scorer, str) else
                                                         getattr(scorer, "__name__", type(scorer).__name__))
     settings = {**asdict(config), "ks": list(config.ks), "model": model_name, "reward": scorer_name,
