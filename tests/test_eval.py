@@ -187,3 +187,14 @@ def test_end_to_end_tiny_model_cli(tiny_model_dir, tmp_path):
     assert png.stat().st_size > 10_000
     with pytest.raises(ValueError, match="no summary.json"):
         main(["plot-passk", str(tmp_path), "--out", str(png)])
+
+
+def test_plain_callable_scorer_without_answers(tmp_path):
+    def right(completions, answers):  # bools, no answer extraction -> no maj@k
+        return [c.endswith(f"{{{a}}}") for c, a in zip(completions, answers)]
+
+    summary = evaluate(None, {"a": problems("a")}, config(), tmp_path / "run", generator=ScriptedGenerator(),
+                       scorer=right)
+    m = summary["benchmarks"]["a"]
+    assert m["avg@4"] == pytest.approx(9 / 20) and m["maj@k"] is None
+    assert "| a | 5 | 45.0 | 45.0 | 63.3 | 80.0 | – |" in (tmp_path / "run" / "results.md").read_text()

@@ -191,3 +191,22 @@ def test_registry_user_function(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="does not exist"):
         load_reward_function("nowhere/rewards.py:f")
     sys.modules.pop("my_rewards", None)
+
+
+def test_pool_recovers_after_interrupted_map():
+    pool = IsolatedPool(time.sleep, timeout_s=30.0, num_workers=1)
+    pool.start()
+    (pid,) = worker_pids(pool)
+    import signal
+
+    old = signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.3)
+        with pytest.raises(KeyboardInterrupt):
+            pool.map([(20,)])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert worker_pids(pool) != [pid]  # the busy worker was replaced
+    assert [r.value for r in pool.map([(0.0,)])] == [None] and pool.map([(0.0,)])[0].error is None
+    pool.close()

@@ -55,8 +55,8 @@ class Scorer:
 
     def warm_up(self) -> None:
         """Start worker processes now (before tokenizers spin up threads), if the scorer has any."""
-        if hasattr(self.inner, "score"):
-            self.inner.score(["\\boxed{1}"], ["1"])
+        if hasattr(self.inner, "start"):
+            self.inner.start()
 
     def __call__(self, completions: Sequence[str], answers: Sequence[str]) -> list[Verdict]:
         completions, answers = list(completions), list(answers)

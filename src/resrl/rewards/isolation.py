@@ -168,7 +168,21 @@ class IsolatedPool:
     def map(self, arg_tuples: Sequence[tuple]) -> list[CallResult]:
         """Run every item; return one CallResult per item, in order. Never raises for an item."""
         with self._lock:
-            return self._map(list(arg_tuples))
+            try:
+                return self._map(list(arg_tuples))
+            except BaseException:
+                # interrupted (e.g. Ctrl-C): workers still busy hold stale items; replace them
+                for w in list(self._workers):
+                    if w.key is not None:
+                        w.key = None
+                        self._replace(w)
+                raise
+
+    def start(self) -> None:
+        """Start the workers now instead of at the first `map` (e.g. before the caller starts
+        threads or loads a large model, so that the forks are small and clean)."""
+        with self._lock:
+            self._ensure_workers()
 
     def _map(self, items: list[tuple]) -> list[CallResult]:
         results: list[CallResult | None] = [None] * len(items)

@@ -124,6 +124,11 @@ class MathVerifier:
         self._counts["errors"] += sum(r.error is not None and not r.timed_out for r in out)
         return out
 
+    def start(self) -> "MathVerifier":
+        """Start the worker processes now (they otherwise start at the first `score`)."""
+        self._pool.start()
+        return self
+
     def close(self) -> None:
         self._pool.close()
 
@@ -160,6 +165,11 @@ class MathReward:
             "seconds": float(sum(r.seconds for r in results)),
         }
         return [1.0 if r.correct else 0.0 for r in results]
+
+    def start(self) -> "MathReward":
+        """Start the verifier's workers now, e.g. before loading the model (smaller, cleaner forks)."""
+        self.verifier.start()
+        return self
 
     def close(self) -> None:
         self.verifier.close()
