@@ -147,7 +147,8 @@ class VLLMGenerator:
 
         self.llm = LLM(model=str(model_dir), seed=seed, **llm_kwargs)
         self.params = SamplingParams(temperature=temperature, top_p=top_p if temperature > 0 else 1.0,
-                                     top_k=-1, max_tokens=max_new_tokens, seed=seed)
+                                     top_k=-1, max_tokens=max_new_tokens)  # seeded once in LLM(seed=...): a
+        # per-request seed would make the n samples of a prompt identical
         self.max_new_tokens = max_new_tokens
 
     def __call__(self, jobs: Sequence[GenerationJob]) -> list[Sample]:

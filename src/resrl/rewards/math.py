@@ -15,6 +15,8 @@ lazily created, reused `MathVerifier`, with `last_stats` for the training logs.
 from __future__ import annotations
 
 import functools
+import math
+import re
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -42,20 +44,29 @@ class ScoreResult:
 
 
 # ---- runs inside the worker processes -----------------------------------------------------------
+_UNESCAPED_DOLLAR = re.compile(r"(?<!\\)\$")
+
 def _inner_timeout(timeout_s: float) -> int:
-    # Math-Verify's alarms take whole seconds; parse + verify must fit in the wall timeout
-    return max(1, int(timeout_s // 3))
+    # Math-Verify's alarms take whole seconds. Long but honest expressions (Minerva's physics
+    # formulas) need more than 1 s to parse, so each step gets nearly the whole budget; if parse +
+    # verify together overrun, the parent's wall-clock kill still ends the item at timeout_s.
+    return max(1, math.ceil(timeout_s) - 1)
 
 
 @functools.lru_cache(maxsize=4096)
 def _parse_gold(answer: str, inner_timeout: int):
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
+    from math_verify.errors import TimeoutException
+
     text = answer.strip()
-    if "\\boxed" not in text and "$" not in text:
-        text = f"${text}$"  # a bare reference like 3\sqrt{2} or (1, 2] is LaTeX without anchors
-    gold = parse(text, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
-                 parsing_timeout=inner_timeout, raise_on_error=True)
+    if "\\boxed" not in text and not _UNESCAPED_DOLLAR.search(text):
+        text = f"${text}$"  # a bare reference like 3\sqrt{2}, \$18.90 or (1, 2] is LaTeX without anchors
+    try:
+        gold = parse(text, extraction_config=[LatexExtractionConfig(), ExprExtractionConfig()],
+                     parsing_timeout=inner_timeout, raise_on_error=True)
+    except TimeoutException:
+        gold = []  # cached as a string below, so 16 samples of one problem do not pay it 16 times
     if not gold:  # e.g. a plain word answer: keep the string, verify compares strings then
         gold = [answer.strip()]
     return gold
