@@ -64,7 +64,7 @@ def test_invariant_to_batch_order(b, c, perm_seed):
     out, _ = resrl_token_advantages(hidden, mask, adv, groups, cfg)
     perm = torch.randperm(len(adv), generator=torch.Generator().manual_seed(perm_seed))
     out_p, _ = resrl_token_advantages(hidden[perm], mask[perm], adv[perm], groups[perm], cfg)
-    assert torch.allclose(out_p, out[perm], atol=1e-4 * max(1.0, float(adv.abs().max())))
+    assert torch.allclose(out_p, out[perm], atol=5e-4 * max(1.0, float(adv.abs().max())))  # float32 SVD noise
 
 
 @SETTINGS
@@ -84,7 +84,7 @@ def test_invariant_to_padding_side_and_extra_columns(b, c, extra):
         h2[i, T2 - extra - L: T2 - extra] = hidden[i, idx]
         m2[i, T2 - extra - L: T2 - extra] = True
     out2, _ = resrl_token_advantages(h2, m2, adv, groups, cfg)
-    tol = 1e-4 * max(1.0, float(adv.abs().max()))
+    tol = 5e-4 * max(1.0, float(adv.abs().max()))  # float32 SVD noise, as the reference test
     for i in range(B):
         assert torch.allclose(out2[i][m2[i]], out[i][mask[i]], atol=tol)
     assert not out2[~m2].any()

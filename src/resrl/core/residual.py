@@ -8,11 +8,14 @@ For each prompt group with at least one positive response (Â_i > 0):
     ω    = ξ + (1 − ξ) · clamp((R − Q(D, α)) / (Q(D, β) − Q(D, α) + ε), 0, 1)            (step 7)
     Ã    = λ_pos · Â  on positives,   ω · Â  on negatives,   0 on padding                (step 8)
 
-How it is made fast (issue 2, item 5): the groups are laid out as padded `(G, M_pad, d)` /
-`(G, N_pad, d)` blocks and processed together in a few chunks bounded by `chunk_mb`; the
-residual uses ‖x‖² − ‖V_kᵀx‖² (no `(B, T, d)` residual tensor), layer-norm runs only on the
-gathered valid tokens, quantiles are computed by one batched sort, and the only host
-synchronisations are a handful per batch (sizes of the gathered sets), never one per sample.
+How it is made fast (issue 2, item 5): groups are sorted by size and laid out as padded
+`(Gc, M_pad, d)` (positives) and `(Gc, N_pad, d)` (negatives) blocks, processed together in chunks
+bounded by `chunk_mb`; the residual is ‖x‖² − ‖V_kᵀx‖², computed for negatives from per-token
+statistics and one product with [V_k | μ+] (neither a layer-normed copy nor a `(B, T, d)` residual
+tensor exists); layer-norm statistics are taken only over gathered valid tokens; quantiles come
+from one batched sort; the randomized range finder uses one power iteration and a float64
+eigen-decomposition of a (q, q) Gram in place of a (q, d) SVD. Host synchronisations: a handful
+per batch (sizes of the gathered sets), never one per sample.
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ class ResRLConfig:
     seed             seed of the positive-token subsampling and of the random test matrix
     hidden_alignment "predicting" (state at t−1, the paper's) or "token" (state at t); used by the
                      engines that extract the states, the core receives them already aligned
-    chunk_mb         memory budget (MiB) of one chunk of float32 gathered states
+    chunk_mb         memory budget (MiB) of one chunk of float32 gathered states (small chunks are
+                     faster on CPU: their buffers are recycled by the allocator instead of
+                     page-faulted in fresh)
     """
 
     rank: int = 64
@@ -67,10 +72,10 @@ class ResRLConfig:
     truncation_tail: int = 256
     svd: str = "randomized"
     oversample: int = 10
-    power_iters: int = 2
+    power_iters: int = 1
     seed: int = 0
     hidden_alignment: str = "predicting"
-    chunk_mb: int = 128
+    chunk_mb: int = 32
 
     def __post_init__(self) -> None:
         self.validate()
@@ -171,16 +176,20 @@ def _check_finite_valid(hidden: Tensor, mask: Tensor) -> None:
 
 def layer_norm_no_affine(h: Tensor, eps: float) -> Tensor:
     """LN(h) = (h − mean(h)) / sqrt(var(h) + eps) over the last dim, float32. (..., d) -> (..., d)."""
-    h = h.float()
-    var, mean = torch.var_mean(h, dim=-1, keepdim=True, unbiased=False)
-    return (h - mean) * torch.rsqrt(var + eps)
+    return torch.nn.functional.layer_norm(h.float(), h.shape[-1:], eps=eps)
 
 
-def _layer_norm_gathered_(h: Tensor, eps: float) -> Tensor:
-    """LN of a freshly gathered (..., d) tensor, in place when it is already float32 (saves a copy)."""
-    x = h.float()
-    var, mean = torch.var_mean(x, dim=-1, keepdim=True, unbiased=False)
-    return x.sub_(mean).mul_(torch.rsqrt(var.add_(eps)))
+def _gather_centred(h_flat: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """Gather rows of h_flat as float32, centred in place on their own mean, and their variance.
+
+    h_flat (N, d), rows (...) int64 -> (h − mean(h)) (..., d) float32, var(h) (...). Two-pass (mean,
+    then the centred sum of squares), which is exact where E[h²] − E[h]² would cancel, and several
+    times faster on CPU than torch.var_mean or a fused layer norm."""
+    h = h_flat[rows]
+    h = h.float() if h.dtype != torch.float32 else h
+    h.sub_(h.mean(dim=-1, keepdim=True))
+    var = torch.linalg.vector_norm(h, dim=-1).square_().div_(h.shape[-1])
+    return h, var
 
 
 def _mix_hash(seed: int, a: Tensor, b: Tensor) -> Tensor:
@@ -235,9 +244,15 @@ def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, po
         for _ in range(power_iters):
             Z = torch.linalg.qr(X.mT @ Q).Q                            # (G, d, q)
             Q = torch.linalg.qr(X @ Z).Q                               # (G, M, q)
-        small = Q.mT @ X                                               # (G, q, d)
-        _, S, Vh = torch.linalg.svd(small, full_matrices=False)       # (G, q, d)
-        V = Vh[:, :k].mT
+        small = (Q.mT @ X).double()                                    # (G, q, d)
+        # SVD of the small matrix through the eigen-decomposition of its (q, q) Gram, in float64
+        # (cheaper than a (q, d) SVD; float64 keeps the squared condition number harmless)
+        evals, U = torch.linalg.eigh(small @ small.mT)                # ascending
+        evals, U = evals.flip(-1)[:, :k], U.flip(-1)[:, :, :k]
+        S = evals.clamp(min=0.0).sqrt()                                # (G, k)
+        keep = S > S[:, :1] * 1e-6                                     # directions above noise
+        V = ((small.mT @ U) / torch.where(keep, S, torch.ones_like(S))[:, None, :] * keep[:, None, :]).float()
+        S = S.float()
     S = S[:, :k]
     if V.shape[-1] < k:  # fewer singular vectors than k exist (min(M, d) < k): pad with zeros
         V = torch.nn.functional.pad(V, (0, k - V.shape[-1]))
@@ -245,18 +260,19 @@ def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, po
     return (V, S) if return_values else V
 
 
-def _pad_by_group(group_of_item: Tensor, num_groups: int) -> tuple[Tensor, Tensor]:
-    """Lay items (already sorted by group) out as a padded (G, max_count) index matrix.
+def _pad_by_group(group_of_item: Tensor, num_groups: int, width: int) -> Tensor:
+    """Lay items (sorted by group) out as a padded (G, width) index matrix into the item list.
 
-    group_of_item: (N,) int64 non-decreasing. Returns (index (G, P) int64 with −1 for padding,
-    counts (G,) int64)."""
+    group_of_item: (N,) int64 non-decreasing in [0, G); width >= the largest group's count.
+    Returns (G, width) int64 with −1 on padding."""
+    n = group_of_item.numel()
+    device = group_of_item.device
     counts = torch.bincount(group_of_item, minlength=num_groups)
-    width = int(counts.max()) if group_of_item.numel() else 0
     starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(group_of_item.numel(), device=group_of_item.device) - starts[group_of_item]
-    index = torch.full((num_groups, max(width, 1)), -1, dtype=torch.long, device=group_of_item.device)
-    index[group_of_item, slot] = torch.arange(group_of_item.numel(), device=group_of_item.device)
-    return index, counts
+    slot = torch.arange(n, device=device) - starts[group_of_item]
+    index = torch.full((num_groups, max(width, 1)), -1, dtype=torch.long, device=device)
+    index[group_of_item, slot] = torch.arange(n, device=device)
+    return index
 
 
 # --------------------------------------------------------------------------------------------
@@ -431,92 +447,136 @@ def _rank_in_group(gid: Tensor, G: int) -> Tensor:
     return rank
 
 
+def _size_sorted_chunks(counts: list[int], row_bytes: int, budget: int, max_waste: float = 0.3):
+    """Split groups, sorted by decreasing count, into consecutive chunks [g0, g1): a chunk pads every
+    group to its first (largest) count, so it ends when its padded size would pass `budget` bytes or
+    when a group is so much smaller that more than `max_waste` of its padded rows would be empty."""
+    chunks, g0 = [], 0
+    while g0 < len(counts):
+        width = max(counts[g0], 1)
+        g1 = g0 + 1
+        while (g1 < len(counts) and (g1 + 1 - g0) * width * row_bytes <= budget
+               and counts[g1] >= (1.0 - max_waste) * width):
+            g1 += 1
+        chunks.append((g0, g1))
+        g0 = g1
+    return chunks
+
+
+def _sorted_by_group_size(items_flat: Tensor, items_group: Tensor, active: Tensor):
+    """Order the reweighted groups by decreasing item count (ties by group id, so the order does not
+    depend on batch positions) and the items by that order (stable: batch order kept within a group).
+    Returns (items_flat, items_rank (N,), groups in order (Ga,), counts in order as a python list)."""
+    G = active.numel()
+    counts = torch.bincount(items_group, minlength=G)
+    order = torch.argsort(-torch.where(active, counts, torch.full_like(counts, -1)), stable=True)
+    Ga = int(active.sum())
+    rank_of_group = torch.empty_like(order)
+    rank_of_group[order] = torch.arange(G, device=order.device)
+    rank = rank_of_group[items_group]
+    o = torch.argsort(rank, stable=True)
+    return items_flat[o], rank[o], order[:Ga], counts[order[:Ga]].tolist()
+
+
 def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, from_end, gid, is_pos,
                             active, G, cfg, omega, stats_acc):
-    """Fill ω (B, T) for the negative tokens of every reweighted group (spec §2 steps 3-7)."""
+    """Fill ω (B, T) for the negative tokens of every reweighted group (spec §2 steps 3-7).
+
+    Two phases, each over chunks of groups of similar size (little padding): the positives give
+    each group its μ+ and V_k (steps 3-5), then the negatives are scored against them (steps 6-7).
+    """
     device = h_flat.device
     d = h_flat.shape[1]
-    B, T = omega.shape
-
-    # dense ids over reweighted groups only
-    act_id = torch.cumsum(active.long(), 0) - 1                        # (G,) valid where active
-    Ga = int(active.sum())
+    T = omega.shape[1]
     sel = active[tok_group]
+    budget = cfg.chunk_mb << 20
 
-    # ---- positives: boundary-aware sample (step 3)
+    # ---- phase 1: positives -> μ+ (G, d), V_k (G, d, k_max), effective k (G,)   (steps 3-5)
     pos_sel = (sel & tok_pos).nonzero(as_tuple=True)[0]
-    rank_in_group = _rank_in_group(gid, G)  # for the sampling keys
-    pos_resp_per_group = torch.bincount(gid[is_pos], minlength=G).clamp(min=1)
-    tok_b = tok_flat_idx // T
     keep = _sample_positive_tokens(
         tok_flat_idx[pos_sel], tok_group[pos_sel], t_valid[pos_sel], from_end[pos_sel],
-        rank_in_group[tok_b[pos_sel]], pos_resp_per_group, cfg,
+        _rank_in_group(gid, G)[tok_flat_idx[pos_sel] // T],
+        torch.bincount(gid[is_pos], minlength=G).clamp(min=1), cfg,
     )
-    pos_flat = tok_flat_idx[pos_sel][keep]
-    pos_gid = act_id[tok_group[pos_sel][keep]]
-    pos_index, pos_counts = _pad_by_group(pos_gid, Ga)                # (Ga, M_pad), (Ga,)
-
-    # ---- negatives of reweighted groups, laid out per group (stable: batch order kept)
-    neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
-    neg_order = torch.argsort(act_id[tok_group[neg_sel]], stable=True)
-    neg_sel = neg_sel[neg_order]
-    neg_flat = tok_flat_idx[neg_sel]
-    neg_index, neg_counts = _pad_by_group(act_id[tok_group[neg_sel]], Ga)   # (Ga, N_pad), (Ga,)
-
-    eff_k = torch.clamp(torch.minimum(pos_counts - 1, torch.full_like(pos_counts, min(cfg.rank, d))), min=0)
-    k_max = max(int(eff_k.max()), 1)
-
-    # shared Gaussian test matrix for the randomized range finder (deterministic in the seed)
+    pos_flat, pos_rank, pos_groups, pos_counts_h = _sorted_by_group_size(
+        tok_flat_idx[pos_sel][keep], tok_group[pos_sel][keep], active)
+    eff_k_h = [max(0, min(m - 1, cfg.rank, d)) for m in pos_counts_h]
+    k_max = max(max(eff_k_h), 1)
     test_matrix = None
-    if cfg.svd == "randomized":
+    if cfg.svd == "randomized":  # one Gaussian test matrix for all groups, deterministic in the seed
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         test_matrix = torch.randn(d, k_max + cfg.oversample, generator=gen).to(device)
+    mu = torch.zeros(G, d, device=device)
+    V = torch.zeros(G, d, k_max, device=device)
+    eff_k = torch.zeros(G, dtype=torch.long, device=device)
+    p0 = 0
+    for g0, g1 in _size_sorted_chunks(pos_counts_h, 2 * d * 4, budget):
+        p1 = p0 + sum(pos_counts_h[g0:g1])
+        index = _pad_by_group(pos_rank[p0:p1] - g0, g1 - g0, pos_counts_h[g0])
+        groups = pos_groups[g0:g1]
+        k_chunk = max(max(eff_k_h[g0:g1]), 1)
+        mu_c, V_c = _positive_subspace(h_flat, pos_flat[p0:p1], index, torch.tensor(eff_k_h[g0:g1], device=device),
+                                       k_chunk, cfg, test_matrix, stats_acc)
+        mu[groups], V[groups, :, :k_chunk], eff_k[groups] = mu_c, V_c, torch.tensor(eff_k_h[g0:g1], device=device)
+        p0 = p1
+    stats_acc.num_pos.append(torch.tensor(pos_counts_h, dtype=torch.float32))
 
-    # chunk the groups so that the float32 gathered states stay within chunk_mb
-    # per group: gathered positives and negatives in float32 (+ one transient copy of the larger)
-    per_group_bytes = (pos_index.shape[1] + 2 * neg_index.shape[1]) * d * 4
-    groups_per_chunk = max(1, (cfg.chunk_mb << 20) // max(per_group_bytes, 1))
+    # ---- phase 2: negatives -> residuals -> ω   (steps 6-7)
+    neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
+    neg_flat, neg_rank, neg_groups, neg_counts_h = _sorted_by_group_size(
+        tok_flat_idx[neg_sel], tok_group[neg_sel], active)
     omega_neg = torch.empty(neg_flat.numel(), dtype=torch.float32, device=device)
-    for start in range(0, Ga, groups_per_chunk):
-        stop = min(Ga, start + groups_per_chunk)
-        w_chunk = _weights_for_group_chunk(
-            h_flat, pos_flat, pos_index[start:stop], pos_counts[start:stop],
-            neg_flat, neg_index[start:stop], neg_counts[start:stop], eff_k[start:stop], k_max,
-            cfg, test_matrix, stats_acc,
-        )
-        idx = neg_index[start:stop]
-        valid = idx >= 0
-        omega_neg[idx[valid]] = w_chunk[valid]
+    n0 = 0
+    for g0, g1 in _size_sorted_chunks(neg_counts_h, 2 * d * 4, budget):
+        n1 = n0 + sum(neg_counts_h[g0:g1])
+        index = _pad_by_group(neg_rank[n0:n1] - g0, g1 - g0, neg_counts_h[g0])
+        groups = neg_groups[g0:g1]
+        w = _negative_weights(h_flat, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
+                              mu[groups], V[groups], eff_k[groups], cfg, stats_acc)
+        valid = index >= 0
+        omega_neg[n0:n1][index[valid]] = w[valid]
+        n0 = n1
     omega.view(-1)[neg_flat] = omega_neg
 
 
-def _weights_for_group_chunk(h_flat, pos_flat, pos_index, pos_counts, neg_flat, neg_index, neg_counts,
-                             eff_k, k_max, cfg, test_matrix, stats_acc):
-    """ω for the negatives of a chunk of groups. Returns (Gc, N_pad) float32 (garbage on padding)."""
-    d = h_flat.shape[1]
-    # step 4: LN on the gathered valid tokens only, centred on the sampled positives' mean
+def _positive_subspace(h_flat, pos_flat, pos_index, eff_k, k_max, cfg, test_matrix, stats_acc):
+    """μ+ (Gc, d) and V_k (Gc, d, k_max) of a chunk of groups (steps 4-5); columns beyond a group's
+    effective k are zero. pos_index (Gc, M_pad) indexes `pos_flat`, −1 on padding."""
     pos_valid = pos_index >= 0                                         # (Gc, M_pad)
-    Xp = _layer_norm_gathered_(h_flat[pos_flat[pos_index.clamp(min=0)]], cfg.ln_eps)  # (Gc, M_pad, d)
-    Xp.mul_(pos_valid[..., None])
-    mu = Xp.sum(dim=1) / pos_counts.clamp(min=1)[:, None].float()      # (Gc, d)  μ+
+    counts = pos_valid.sum(dim=1)
+    # step 4: LN on the gathered valid tokens only, centred on the sampled positives' mean
+    Xp, var = _gather_centred(h_flat, pos_flat[pos_index.clamp(min=0)])   # (Gc, M_pad, d)
+    Xp.mul_((torch.rsqrt(var + cfg.ln_eps) * pos_valid)[..., None])      # LN(h), zero rows on padding
+    mu = Xp.sum(dim=1) / counts.clamp(min=1)[:, None].float()          # (Gc, d)  μ+
     Xp.sub_(mu[:, None, :]).mul_(pos_valid[..., None])                 # X+ (zero rows on padding)
-
-    # step 5: V_k with effective k per group (columns beyond eff_k are zeroed)
+    # step 5: V_k with effective k per group
     V, S = top_right_singular_vectors(Xp, k_max, cfg.svd, cfg.oversample, cfg.power_iters, test_matrix,
                                       return_values=True)
     col_ok = torch.arange(k_max, device=V.device)[None, :] < eff_k[:, None]   # (Gc, k_max)
-    V = V * col_ok[:, None, :]                                         # (Gc, d, k_max)
+    V = V * col_ok[:, None, :]
     # fraction of the positives' energy in the subspace, from the singular values (no extra pass)
-    captured = (S.square() * col_ok).sum(dim=1) / Xp.square().sum(dim=(1, 2)).clamp(min=1e-30)
-    del Xp
+    captured = (S.square() * col_ok).sum(dim=1) / torch.linalg.vector_norm(Xp, dim=(1, 2)).square().clamp(min=1e-30)
+    stats_acc.eff_rank.append(eff_k)
+    stats_acc.energy.append(torch.where(eff_k >= 1, captured, torch.zeros_like(captured)))
+    return mu, V
 
-    # step 6: R = (‖x‖² − ‖V_kᵀx‖²) / d, no residual tensor
+
+def _negative_weights(h_flat, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg, stats_acc):
+    """ω of a chunk of groups' negatives (steps 6-7). neg_index (Gc, N_pad) indexes `neg_flat`, −1 on
+    padding; mu (Gc, d), V (Gc, d, k), eff_k (Gc,). Returns (Gc, N_pad) float32 (meaningless on padding)."""
+    d = h_flat.shape[1]
     neg_valid = neg_index >= 0                                         # (Gc, N_pad)
-    x = _layer_norm_gathered_(h_flat[neg_flat[neg_index.clamp(min=0)]], cfg.ln_eps).sub_(mu[:, None, :])
-    sq = torch.linalg.vector_norm(x, dim=-1).square_()                 # (Gc, N_pad)  ‖x‖²
-    proj = torch.linalg.vector_norm(x @ V, dim=-1).square_()           # (Gc, N_pad)  ‖V_kᵀ x‖²
-    del x
-    R = (sq - proj).clamp(min=0.0) / d
+    # step 6: R = (‖x‖² − ‖V_kᵀx‖²) / d with x = LN(h) − μ+ = s·c − μ+ (c = h − mean(h),
+    # s = 1/sqrt(var(h) + eps)), from per-token statistics and one product of c with [V | μ+]:
+    # neither the layer-normed negatives nor a residual tensor is ever materialised.
+    c, var = _gather_centred(h_flat, neg_flat[neg_index.clamp(min=0)])   # (Gc, N_pad, d), (Gc, N_pad)
+    s_inv = torch.rsqrt(var + cfg.ln_eps)
+    P = c @ torch.cat([V, mu[:, :, None]], dim=2)                      # (Gc, N_pad, k+1): cᵀV, cᵀμ
+    del c
+    mu_V = (mu[:, :, None] * V).sum(dim=1)                             # (Gc, k) μᵀV
+    Vx = s_inv[..., None] * P[..., :-1] - mu_V[:, None, :]             # V_kᵀx
+    sq = d * var * s_inv.square() - 2.0 * s_inv * P[..., -1] + mu.square().sum(dim=1, keepdim=True)  # ‖x‖²
+    R = (sq - Vx.square().sum(dim=-1)).clamp(min=0.0) / d
 
     # step 7: gate on the group's pooled negative residuals
     R_for_q = torch.where(neg_valid, R, torch.full_like(R, float("inf")))
@@ -528,9 +588,5 @@ def _weights_for_group_chunk(h_flat, pos_flat, pos_index, pos_counts, neg_flat, 
     w = cfg.min_weight + (1.0 - cfg.min_weight) * z
     w = torch.where(no_contrast[:, None], torch.full_like(w, cfg.min_weight), w)
     w = torch.where((eff_k < 1)[:, None], torch.ones_like(w), w)      # no subspace: plain GRPO weight
-
-    stats_acc.eff_rank.append(eff_k)
-    stats_acc.energy.append(torch.where(eff_k >= 1, captured, torch.zeros_like(captured)))
-    stats_acc.num_pos.append(pos_counts)
     stats_acc.no_contrast.append((no_contrast & (eff_k >= 1)).long())
     return w
