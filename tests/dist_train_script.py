@@ -42,6 +42,7 @@ def main() -> int:
     print(f"rank {rank}: mode {result.resrl_mode}, losses {losses.tolist()}, ok {ok}", flush=True)
     flags = [torch.zeros(1) for _ in range(world)]
     dist.all_gather(flags, torch.tensor([float(ok)]))
+    dist.destroy_process_group()  # before exit: left to interpreter shutdown it can abort the process
     return 0 if all(f.item() == 1.0 for f in flags) else 1
 
 

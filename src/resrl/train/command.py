@@ -52,7 +52,18 @@ def run(args) -> int:
     except ConfigError as exc:
         print(f"resrl train: error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        _destroy_process_group()
     last = result.metrics[-1] if result.metrics else {}
     shown = {k: last[k] for k in ("step", "reward_mean", "accuracy", "response_length", "entropy") if k in last}
     print(f"done: {result.output_dir} (model: {result.model_dir}; metrics: {result.output_dir}/metrics.jsonl) {shown}")
     return 0
+
+
+def _destroy_process_group() -> None:
+    """Under `accelerate launch`, tear the process group down before exit (gloo can abort the
+    process when it is left to interpreter shutdown)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()

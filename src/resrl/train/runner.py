@@ -116,6 +116,8 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         save_steps=save_steps or 500,
         save_total_limit=config.checkpoint.save_total_limit,
         shuffle_dataset=True,
+        # a causal LM uses every parameter in each forward: skip DDP's unused-parameter search
+        ddp_find_unused_parameters=False,
     )
 
 
