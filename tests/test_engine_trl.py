@@ -163,6 +163,7 @@ def test_dapo_dynamic_sampling_drops_and_refills(model_dir, tmp_path, monkeypatc
     (["loss.entropy_coef=0.01", "loss.dual_clip_c=3.0", "loss.agg=seq-mean-token-sum"], "entropy"),
     (["train.update_prompts=2", "train.micro_batch_size=4", "train.num_iterations=2", "train.max_steps=4"],
      "off-policy"),
+    (["algorithm.name=dapo", "algorithm.overlong_buffer=4", "engine.max_refill_rounds=1"], "overlong"),
 ])
 def test_loss_options(model_dir, tmp_path, extra, check):
     """KL to a reference model, entropy bonus with dual-clip, and several updates per generation

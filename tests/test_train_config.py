@@ -146,3 +146,21 @@ def test_reward_that_never_returns_is_cut_off(model_dir, tmp_path):
     step = result.metrics[0]
     assert step["reward/timeouts"] > 0  # counted in the logs
     assert 0 < step["reward_mean"] < 1  # timed-out items scored 0, the others 1
+
+
+def test_make_tiny_model_command(tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from resrl.models.command import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    out = tmp_path / "tiny"
+    args = parser.parse_args(["make-tiny-model", str(out), "--hidden-size", "32", "--layers", "2", "--heads", "2",
+                              "--kv-heads", "1", "--head-dim", "16", "--intermediate-size", "64"])
+    assert args.func(args) == 0
+    model = AutoModelForCausalLM.from_pretrained(out)
+    assert model.config.hidden_size == 32 and model.config.num_hidden_layers == 2
+    assert AutoTokenizer.from_pretrained(out).chat_template
+    args = parser.parse_args(["make-tiny-model", str(tmp_path / "bad"), "--heads", "3", "--kv-heads", "2"])
+    assert args.func(args) == 2

@@ -98,7 +98,7 @@ class LogSection:
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # add "wandb" to use W&B
     jsonl: bool = True  # output_dir/metrics.jsonl
     log_completions: bool = False
-    progress: bool = True
+    progress: bool = True  # tqdm bar + printed logs; false: quiet (run_training(on_log=...) still gets each step)
 
 
 @dataclass

@@ -281,6 +281,10 @@ def run_training(
         dynamic_sampling=config.engine.dynamic_sampling,
         max_refill_rounds=config.engine.max_refill_rounds,
     )
+    if not config.log.progress:  # quiet: no progress bar and no printed log dicts (on_log still fires)
+        from transformers.trainer_callback import PrinterCallback
+
+        trainer.remove_callback(PrinterCallback)
     result.resrl_mode = trainer.resrl_mode if trainer.needs_hidden else None
     trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
 
