@@ -55,7 +55,11 @@ def candidate_data_dirs(data_dir: str | Path | None = None) -> list[Path]:
     if os.environ.get(DATA_DIR_ENV):
         dirs.append(Path(os.environ[DATA_DIR_ENV]))
     dirs += [_REPO_ROOT.parent / "shared" / "data" / "math", Path.cwd().parent / "shared" / "data" / "math"]
-    return dirs
+    unique: list[Path] = []
+    for d in dirs:  # the repo-relative and cwd-relative defaults usually coincide
+        if all(d.resolve() != u.resolve() for u in unique):
+            unique.append(d)
+    return unique
 
 
 def default_data_dir(data_dir: str | Path | None = None) -> Path | None:
