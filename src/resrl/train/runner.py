@@ -286,7 +286,13 @@ def run_training(
 
         trainer.remove_callback(PrinterCallback)
     result.resrl_mode = trainer.resrl_mode if trainer.needs_hidden else None
-    trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    try:
+        trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
+    finally:
+        if trainer._hidden is not None:  # the model may be trained again (another algorithm)
+            trainer._hidden.remove()
+        if reward_fn is None and hasattr(reward.fn, "close"):  # worker processes we started
+            reward.fn.close()
 
     if save_final:
         from resrl.train.checkpoint import publish
