@@ -41,8 +41,14 @@ class CallResult:
     seconds: float = 0.0
 
 
-def _worker_main(conn: Connection, fn: Callable) -> None:
-    """Worker loop: receive (key, args), send (key, ok, value_or_error, seconds) until EOF/None."""
+def _worker_main(conn: Connection, fn: Callable, preload: Sequence[str] = ()) -> None:
+    """Worker loop: receive (key, args), send (key, ok, value_or_error, seconds) until EOF/None.
+
+    Imports `preload` first and then says "ready", so that import time (spawn start method)
+    never counts against an item's timeout."""
+    for name in preload:
+        importlib.import_module(name)
+    conn.send("ready")
     while True:
         try:
             msg = conn.recv()
@@ -64,12 +70,21 @@ def _worker_main(conn: Connection, fn: Callable) -> None:
 
 
 class _Worker:
-    def __init__(self, ctx, fn: Callable) -> None:
+    STARTUP_TIMEOUT_S = 120.0  # a fresh interpreter importing sympy on a busy machine
+
+    def __init__(self, ctx, fn: Callable, preload: Sequence[str] = ()) -> None:
         parent, child = ctx.Pipe(duplex=True)
         self.conn = parent
-        self.proc = ctx.Process(target=_worker_main, args=(child, fn), daemon=True)
+        self.proc = ctx.Process(target=_worker_main, args=(child, fn, tuple(preload)), daemon=True)
         self.proc.start()
         child.close()
+        try:
+            ready = parent.poll(self.STARTUP_TIMEOUT_S) and parent.recv() == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self.kill()
+            raise RuntimeError(f"IsolatedPool: a worker process failed to start (exit code {self.proc.exitcode})")
         self.key: int | None = None  # item in flight
         self.deadline = 0.0
         self.started = 0.0
@@ -130,7 +145,7 @@ class IsolatedPool:
         return self._ctx
 
     def _spawn(self) -> _Worker:
-        return _Worker(self._context(), self.fn)
+        return _Worker(self._context(), self.fn, self.preload)
 
     def _ensure_workers(self) -> None:
         while len(self._workers) < self.num_workers:
