@@ -150,9 +150,8 @@ def _load_dataset(config: TrainConfig, train_dataset, tokenizer):
         from resrl.data.loaders import load_problems
         from resrl.data.prompts import problems_to_dataset
 
-        problems = load_problems(config.data.train, data_dir=config.data.data_dir)
-        if config.data.max_problems:
-            problems = problems[: config.data.max_problems]
+        problems = load_problems(config.data.train, data_dir=config.data.data_dir,
+                                 limit=config.data.max_problems or None)
         train_dataset = problems_to_dataset(problems)
     missing = {"prompt", "answer"} - set(train_dataset.column_names)
     if missing:
@@ -264,7 +263,7 @@ def run_training(
             _trim_jsonl(jsonl, checkpoint_step(checkpoint))
         elif jsonl.exists():
             jsonl.unlink()
-    (output_dir / "config.json").write_text(json.dumps(config.to_dict(), indent=1, default=str))
+    (output_dir / "train_config.json").write_text(json.dumps(config.to_dict(), indent=1, default=str))
 
     result = TrainResult(output_dir=output_dir)
     args = grpo_args(config, num_processes, use_cpu)
