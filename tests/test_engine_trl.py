@@ -178,3 +178,33 @@ def test_loss_options(model_dir, tmp_path, extra, check):
     if check == "off-policy":
         assert result.resrl_mode == "extra-pass"
         assert any(abs(m["loss/ratio_mean"] - 1) > 1e-4 for m in result.metrics)  # π_old != π_θ
+
+
+@pytest.mark.parametrize("extra,mode,passes_per_round", [
+    (["train.micro_batch_size=16"], "aligned", 0),                       # weights in the training forward
+    (["train.micro_batch_size=2", "engine.resrl_mode=extra-pass"], "extra-pass", 1),   # our one pass
+    (["train.update_prompts=2", "train.micro_batch_size=4"], "extra-pass", 1),         # TRL's old-logp pass
+])
+def test_number_of_no_grad_passes(model_dir, tmp_path, monkeypatch, extra, mode, passes_per_round):
+    """Aligned mode adds no forward; extra-pass mode runs exactly one no-grad pass per generation
+    round, which yields both the hidden states and the old log-probs."""
+    counts = []
+    real_gen = trl_engine.ResRLTrainer._generate_and_score_completions
+    real_logps = trl_engine.GRPOTrainer._get_per_token_logps_and_entropies
+
+    def gen_spy(self, inputs):
+        counts.append(0)
+        return real_gen(self, inputs)
+
+    def logps_spy(self, *args, **kwargs):
+        if not torch.is_grad_enabled():
+            counts[-1] += 1
+        return real_logps(self, *args, **kwargs)
+
+    monkeypatch.setattr(trl_engine.ResRLTrainer, "_generate_and_score_completions", gen_spy)
+    monkeypatch.setattr(trl_engine.GRPOTrainer, "_get_per_token_logps_and_entropies", logps_spy)
+    cfg = load_config(None, overrides(model_dir, tmp_path, "algorithm.name=resrl", *extra))
+    result = run_training(cfg, train_dataset=toy_dataset(), reward_fn=length_reward, save_final=False)
+    assert result.resrl_mode == mode
+    assert counts and all(c == passes_per_round for c in counts), counts
+    assert "resrl/omega_mean" in result.metrics[0]  # logged once per generation round
