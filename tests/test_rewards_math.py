@@ -75,10 +75,18 @@ def verifier():
         yield mv
 
 
-def test_agreement_table(verifier):
+@pytest.fixture(scope="module")
+def patient_verifier():
+    # the agreement table checks equivalence, not speed: a generous timeout so that a busy machine
+    # (sympy's first calls in a fresh worker can take seconds) never turns "equal" into "timed out"
+    with MathVerifier(timeout_s=30.0, num_workers=2) as mv:
+        yield mv
+
+
+def test_agreement_table(patient_verifier):
     answers = [a for a, _, _ in AGREEMENT]
     completions = [c for _, c, _ in AGREEMENT]
-    results = verifier.score(completions, answers)
+    results = patient_verifier.score(completions, answers)
     wrong = [(a, c, exp, r) for (a, c, exp), r in zip(AGREEMENT, results) if r.correct != exp]
     assert not wrong, "\n".join(f"ref={a!r} completion={c!r}: expected {e}, got {r}" for a, c, e, r in wrong)
     assert all(not r.timed_out and r.error is None for r in results)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # sub-command modules, in the order they appear in `resrl --help`
@@ -43,7 +44,15 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except (ValueError, FileNotFoundError) as exc:
+        # bad input (a config key, a data row, a file): one clear line, not a traceback.
+        # RESRL_DEBUG=1 shows the traceback.
+        if os.environ.get("RESRL_DEBUG"):
+            raise
+        print(f"resrl {args.command}: error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
