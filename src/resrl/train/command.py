@@ -15,6 +15,7 @@ examples:
   resrl train --config configs/tiny_math.yaml algorithm.name=grpo train.output_dir=runs/grpo
   resrl train --config configs/tiny_math.yaml --resume        # continue a killed run
   accelerate launch --num_processes 4 -m resrl.cli train --config configs/qwen3_math_resrl.yaml
+  accelerate launch --multi_gpu --num_processes 2 -m resrl.cli train --config FILE train.use_cpu=true  # 2 CPU procs
 """
 
 
