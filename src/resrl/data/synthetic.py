@@ -1,0 +1,179 @@
+"""A synthetic verifiable task with a known worked chain: chained addition.
+
+A problem is `a+b+c=`; the target completion reduces the expression one addition at a time,
+
+    prompt  "17+45+38="        target  "62+38=100"        answer 100
+
+so a completion is a short chain of reduced expressions whose last number is the answer. Because
+the whole correct chain is known, the first wrong token of a negative completion is known exactly
+(`first_error_index`), which is what the demo uses to show where ResRL's weights ω land (spec §2).
+
+The held-out split is a fixed set of distinct problems drawn from the seed; training problems are
+drawn from a separate stream and never coincide with a held-out problem. Everything is
+deterministic given the seed (Python's `random.Random`, no global state).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+# the final number of a completion: after the last "=", up to the end (spaces allowed around)
+_ANSWER_RE = re.compile(r"=\s*(-?\d+)\s*$")
+
+
+@dataclass
+class ChainAdditionConfig:
+    """Shape of the task.
+
+    num_terms   terms per problem (>= 2); the chain has num_terms - 1 additions
+    min_value   smallest term
+    max_value   largest term
+    num_test    size of the held-out split (distinct problems)
+    seed        seed of the held-out split and of the training stream
+    """
+
+    num_terms: int = 3
+    min_value: int = 10
+    max_value: int = 99
+    num_test: int = 128
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.num_terms, int) or self.num_terms < 2:
+            raise ValueError(f"ChainAdditionConfig.num_terms must be an int >= 2, got {self.num_terms!r}")
+        if not (isinstance(self.min_value, int) and isinstance(self.max_value, int)) or not (
+            0 <= self.min_value <= self.max_value
+        ):
+            raise ValueError(
+                f"ChainAdditionConfig.min_value/max_value must be ints with 0 <= min_value <= max_value, "
+                f"got {self.min_value!r}, {self.max_value!r}"
+            )
+        if not isinstance(self.num_test, int) or self.num_test < 1:
+            raise ValueError(f"ChainAdditionConfig.num_test must be a positive int, got {self.num_test!r}")
+        space = (self.max_value - self.min_value + 1) ** self.num_terms
+        if self.num_test > space // 2:
+            raise ValueError(
+                f"ChainAdditionConfig.num_test={self.num_test} leaves too few training problems "
+                f"(only {space} distinct problems exist)"
+            )
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem. `prompt + target` is the full correct text; `answer` the verified quantity."""
+
+    terms: tuple[int, ...]
+    prompt: str
+    target: str
+    answer: int
+
+    def to_record(self) -> dict:
+        """The project's simple `{"problem", "answer"}` row (plus the chain, for inspection)."""
+        return {"problem": self.prompt, "answer": str(self.answer), "target": self.target}
+
+
+def make_problem(terms: Sequence[int]) -> Problem:
+    """`(17, 45, 38)` -> prompt `17+45+38=`, target `62+38=100`, answer 100."""
+    terms = tuple(int(t) for t in terms)
+    if len(terms) < 2:
+        raise ValueError(f"make_problem: need at least 2 terms, got {terms}")
+    prompt = "+".join(map(str, terms)) + "="
+    steps, acc = [], terms[0]
+    for i in range(1, len(terms)):
+        acc += terms[i]
+        steps.append("+".join(map(str, (acc,) + terms[i + 1:])))
+    return Problem(terms=terms, prompt=prompt, target="=".join(steps), answer=acc)
+
+
+class ChainAdditionTask:
+    """Generator of chained-addition problems with a fixed held-out split."""
+
+    def __init__(self, config: ChainAdditionConfig | None = None) -> None:
+        self.config = config or ChainAdditionConfig()
+        rng = random.Random(f"resrl-chain-test-{self.config.seed}")
+        test: dict[tuple[int, ...], Problem] = {}
+        while len(test) < self.config.num_test:
+            terms = self._draw(rng)
+            test.setdefault(terms, make_problem(terms))
+        self.test: list[Problem] = list(test.values())
+        self._test_terms = set(test)
+
+    def _draw(self, rng: random.Random) -> tuple[int, ...]:
+        c = self.config
+        return tuple(rng.randint(c.min_value, c.max_value) for _ in range(c.num_terms))
+
+    def train_problems(self, n: int, stream: str | int = "train") -> list[Problem]:
+        """`n` training problems (repeats allowed, held-out problems never), deterministic per
+        (seed, stream): different streams give independent problem sets (e.g. "sft" and "rl")."""
+        if n < 0:
+            raise ValueError(f"train_problems: n must be >= 0, got {n}")
+        rng = random.Random(f"resrl-chain-{stream}-{self.config.seed}")
+        out = []
+        while len(out) < n:
+            terms = self._draw(rng)
+            if terms not in self._test_terms:
+                out.append(make_problem(terms))
+        return out
+
+    def is_test(self, problem: Problem) -> bool:
+        return problem.terms in self._test_terms
+
+
+def extract_answer(completion: str) -> int | None:
+    """The number after the last `=` at the end of the completion, or None if there is none."""
+    m = _ANSWER_RE.search(completion)
+    return int(m.group(1)) if m else None
+
+
+def is_correct(completion: str, answer: int | str) -> bool:
+    """Exact check of the final answer (the chain itself is not graded, as with math verifiers)."""
+    got = extract_answer(completion)
+    return got is not None and got == int(answer)
+
+
+def chain_reward(completions: Sequence[str], answers: Sequence[int | str]) -> list[float]:
+    """Project reward function (`f(completions, answers)`, see resrl.rewards): 1.0 for a correct
+    final answer, else 0.0."""
+    return [1.0 if is_correct(c, a) else 0.0 for c, a in zip(completions, answers)]
+
+
+def first_error_index(token_texts: Sequence[str], target: str, eos_text: str | None = None) -> int | None:
+    """Index of the first token of a completion that leaves the correct chain, or None if none does.
+
+    token_texts: decoded text of each completion token (specials included, e.g. the eos token);
+    target: the correct completion text; eos_text: the text of the end-of-sequence token, which
+    is the correct continuation right after the target. A token is wrong as soon as the text up
+    to and including it is no longer a prefix of `target + eos`. With a character-level tokenizer
+    this is exact per character; with multi-character tokens it is exact per token.
+    Returns None when every token stays on the chain (a correct prefix)."""
+    full = target + (eos_text or "")
+    pos = 0
+    for i, text in enumerate(token_texts):
+        if full[pos:pos + len(text)] != text or (not text and pos >= len(full)):
+            return i
+        pos += len(text)
+        if eos_text is not None and pos >= len(full) and i + 1 < len(token_texts):
+            # anything after the end of the sequence is off the chain (should never be sampled)
+            return i + 1
+    return None
+
+
+def write_jsonl(problems: Iterable[Problem], path: str | Path) -> Path:
+    """Write `{"problem", "answer", "target"}` rows, readable by the project's data loaders."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as f:
+        for p in problems:
+            f.write(json.dumps(p.to_record()) + "\n")
+    return path
+
+
+__all__ = [
+    "ChainAdditionConfig", "ChainAdditionTask", "Problem", "make_problem", "extract_answer", "is_correct",
+    "chain_reward", "first_error_index", "write_jsonl",
+]
