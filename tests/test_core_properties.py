@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
@@ -10,7 +12,7 @@ from hypothesis import strategies as st
 from core_batches import random_batch
 from resrl.core import ResRLConfig, resrl_token_advantages
 
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=int(os.environ.get("RESRL_HYPOTHESIS_EXAMPLES", 40)), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 batches = st.fixed_dictionaries({
     "seed": st.integers(0, 10_000),
@@ -59,24 +61,28 @@ def test_weights_signs_scale_and_padding(b, c):
 @SETTINGS
 @given(b=batches, c=configs, perm_seed=st.integers(0, 1000))
 def test_invariant_to_batch_order(b, c, perm_seed):
+    # float64 states are processed in float64: the invariance is checked free of float32 rounding,
+    # which near-degenerate cases (k close to the rank of X+, ξ = 0, extreme quantiles) amplify
     hidden, mask, adv, groups, _ = make(b)
+    hidden = hidden.double()
     cfg = ResRLConfig(**c)
     out, _ = resrl_token_advantages(hidden, mask, adv, groups, cfg)
     perm = torch.randperm(len(adv), generator=torch.Generator().manual_seed(perm_seed))
     out_p, _ = resrl_token_advantages(hidden[perm], mask[perm], adv[perm], groups[perm], cfg)
-    assert torch.allclose(out_p, out[perm], atol=5e-4 * max(1.0, float(adv.abs().max())))  # float32 SVD noise
+    assert torch.allclose(out_p, out[perm], atol=1e-6 * max(1.0, float(adv.abs().max())))
 
 
 @SETTINGS
 @given(b=batches, c=configs, extra=st.integers(1, 7))
 def test_invariant_to_padding_side_and_extra_columns(b, c, extra):
     hidden, mask, adv, groups, _ = make(b)
+    hidden = hidden.double()  # free of float32 rounding, as above
     cfg = ResRLConfig(**c)
     out, _ = resrl_token_advantages(hidden, mask, adv, groups, cfg)
     B, T, d = hidden.shape
     # move every response to the right end (left padding) and add extra padding columns on both sides
     T2 = T + 2 * extra
-    h2 = torch.randn(B, T2, d) * 100            # garbage in the padding
+    h2 = torch.randn(B, T2, d, dtype=torch.float64) * 100   # garbage in the padding
     m2 = torch.zeros(B, T2, dtype=torch.bool)
     for i in range(B):
         idx = mask[i].nonzero().flatten()
@@ -84,7 +90,7 @@ def test_invariant_to_padding_side_and_extra_columns(b, c, extra):
         h2[i, T2 - extra - L: T2 - extra] = hidden[i, idx]
         m2[i, T2 - extra - L: T2 - extra] = True
     out2, _ = resrl_token_advantages(h2, m2, adv, groups, cfg)
-    tol = 5e-4 * max(1.0, float(adv.abs().max()))  # float32 SVD noise, as the reference test
+    tol = 1e-6 * max(1.0, float(adv.abs().max()))
     for i in range(B):
         assert torch.allclose(out2[i][m2[i]], out[i][mask[i]], atol=tol)
     assert not out2[~m2].any()

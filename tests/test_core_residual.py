@@ -42,6 +42,16 @@ def test_exact_mode_matches_float64_reference(case, seed):
     assert np.abs(ours.numpy() - ref).max() <= tol
 
 
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_float64_states_are_processed_in_float64(case):
+    # float64 inputs stay float64 inside: agreement with the reference at float64 precision
+    G, n, T, d, rank = CASES[case]
+    hidden, mask, adv, groups, _ = random_batch(77 + case, num_groups=G, group_size=n, T=T, d=d)
+    ours, _ = run(hidden.double(), mask, adv, groups, rank=rank, svd="exact")
+    ref, _ = reference_token_advantages(hidden.double().numpy(), mask.numpy(), adv.numpy(), groups.numpy(), rank=rank)
+    assert np.abs(ours.numpy() - ref).max() <= 1e-6 * float(adv.abs().max())
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_randomized_mode_matches_reference_when_spectrum_decays(seed):
     # structured states (decaying spectrum) with oversampling: the subspace is the exact one up to noise

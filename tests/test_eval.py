@@ -159,7 +159,7 @@ def test_generate_samples_shapes_and_truncation(tiny_model_dir):
     assert greedy[0][0].text == greedy[0][1].text
 
 
-def test_end_to_end_tiny_model_cli(tiny_model_dir, tmp_path):
+def test_end_to_end_tiny_model_cli(tiny_model_dir, tmp_path, capsys):
     from resrl.cli import main
 
     data = tmp_path / "arith.jsonl"
@@ -185,8 +185,9 @@ def test_end_to_end_tiny_model_cli(tiny_model_dir, tmp_path):
     png = tmp_path / "overlay.png"
     assert main(["plot-passk", str(out), str(out), "--out", str(png), "--labels", "GRPO", "ResRL"]) == 0
     assert png.stat().st_size > 10_000
-    with pytest.raises(ValueError, match="no summary.json"):
-        main(["plot-passk", str(tmp_path), "--out", str(png)])
+    # bad input: one error line naming the problem, exit code 2, no traceback
+    assert main(["plot-passk", str(tmp_path), "--out", str(png)]) == 2
+    assert "no summary.json" in capsys.readouterr().err
 
 
 def test_plain_callable_scorer_without_answers(tmp_path):

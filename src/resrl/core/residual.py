@@ -179,14 +179,20 @@ def layer_norm_no_affine(h: Tensor, eps: float) -> Tensor:
     return torch.nn.functional.layer_norm(h.float(), h.shape[-1:], eps=eps)
 
 
-def _gather_centred(h_flat: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
-    """Gather rows of h_flat as float32, centred in place on their own mean, and their variance.
+def _compute_dtype(hidden: Tensor) -> torch.dtype:
+    """float32 at least (spec §2 step 4); float64 states are kept in float64."""
+    return torch.float64 if hidden.dtype == torch.float64 else torch.float32
 
-    h_flat (N, d), rows (...) int64 -> (h − mean(h)) (..., d) float32, var(h) (...). Two-pass (mean,
+
+def _gather_centred(h_flat: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """Gather rows of h_flat in the compute dtype (float64 for float64 states, float32 otherwise),
+    centred in place on their own mean, and their variance.
+
+    h_flat (N, d), rows (...) int64 -> (h − mean(h)) (..., d), var(h) (...). Two-pass (mean,
     then the centred sum of squares), which is exact where E[h²] − E[h]² would cancel, and several
     times faster on CPU than torch.var_mean or a fused layer norm."""
     h = h_flat[rows]
-    h = h.float() if h.dtype != torch.float32 else h
+    h = h.to(_compute_dtype(h_flat))
     h.sub_(h.mean(dim=-1, keepdim=True))
     var = torch.linalg.vector_norm(h, dim=-1).square_().div_(h.shape[-1])
     return h, var
@@ -237,10 +243,11 @@ def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, po
     G, M, d = X.shape
     q = k + oversample
     if mode == "exact" or omega is None or q >= min(M, d):
-        _, S, Vh = torch.linalg.svd(X, full_matrices=False)           # Vh: (G, min(M,d), d)
-        V = Vh[:, :k].mT
+        # float64: with k close to the rank of X+ the last directions are ill-conditioned in float32
+        _, S, Vh = torch.linalg.svd(X.double(), full_matrices=False)  # Vh: (G, min(M,d), d)
+        V, S = Vh[:, :k].mT.to(X.dtype), S.to(X.dtype)
     else:
-        Q = torch.linalg.qr(X @ omega[:, :q]).Q                      # (G, M, q)
+        Q = torch.linalg.qr(X @ omega[:, :q].to(X.dtype)).Q                      # (G, M, q)
         for _ in range(power_iters):
             Z = torch.linalg.qr(X.mT @ Q).Q                            # (G, d, q)
             Q = torch.linalg.qr(X @ Z).Q                               # (G, M, q)
@@ -251,8 +258,8 @@ def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, po
         evals, U = evals.flip(-1)[:, :k], U.flip(-1)[:, :, :k]
         S = evals.clamp(min=0.0).sqrt()                                # (G, k)
         keep = S > S[:, :1] * 1e-6                                     # directions above noise
-        V = ((small.mT @ U) / torch.where(keep, S, torch.ones_like(S))[:, None, :] * keep[:, None, :]).float()
-        S = S.float()
+        V = ((small.mT @ U) / torch.where(keep, S, torch.ones_like(S))[:, None, :] * keep[:, None, :]).to(X.dtype)
+        S = S.to(X.dtype)
     S = S[:, :k]
     if V.shape[-1] < k:  # fewer singular vectors than k exist (min(M, d) < k): pad with zeros
         V = torch.nn.functional.pad(V, (0, k - V.shape[-1]))
@@ -506,8 +513,9 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
     if cfg.svd == "randomized":  # one Gaussian test matrix for all groups, deterministic in the seed
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         test_matrix = torch.randn(d, k_max + cfg.oversample, generator=gen).to(device)
-    mu = torch.zeros(G, d, device=device)
-    V = torch.zeros(G, d, k_max, device=device)
+    dtype = _compute_dtype(h_flat)
+    mu = torch.zeros(G, d, device=device, dtype=dtype)
+    V = torch.zeros(G, d, k_max, device=device, dtype=dtype)
     eff_k = torch.zeros(G, dtype=torch.long, device=device)
     p0 = 0
     for g0, g1 in _size_sorted_chunks(pos_counts_h, 2 * d * 4, budget):
@@ -534,7 +542,7 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
         w = _negative_weights(h_flat, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
                               mu[groups], V[groups], eff_k[groups], cfg, stats_acc)
         valid = index >= 0
-        omega_neg[n0:n1][index[valid]] = w[valid]
+        omega_neg[n0:n1][index[valid]] = w[valid].float()
         n0 = n1
     omega.view(-1)[neg_flat] = omega_neg
 
@@ -547,7 +555,7 @@ def _positive_subspace(h_flat, pos_flat, pos_index, eff_k, k_max, cfg, test_matr
     # step 4: LN on the gathered valid tokens only, centred on the sampled positives' mean
     Xp, var = _gather_centred(h_flat, pos_flat[pos_index.clamp(min=0)])   # (Gc, M_pad, d)
     Xp.mul_((torch.rsqrt(var + cfg.ln_eps) * pos_valid)[..., None])      # LN(h), zero rows on padding
-    mu = Xp.sum(dim=1) / counts.clamp(min=1)[:, None].float()          # (Gc, d)  μ+
+    mu = Xp.sum(dim=1) / counts.clamp(min=1)[:, None].to(Xp.dtype)    # (Gc, d)  μ+
     Xp.sub_(mu[:, None, :]).mul_(pos_valid[..., None])                 # X+ (zero rows on padding)
     # step 5: V_k with effective k per group
     V, S = top_right_singular_vectors(Xp, k_max, cfg.svd, cfg.oversample, cfg.power_iters, test_matrix,
@@ -582,7 +590,7 @@ def _negative_weights(h_flat, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg
     R_for_q = torch.where(neg_valid, R, torch.full_like(R, float("inf")))
     q_low, q_high = quantiles_per_row(R_for_q, neg_counts, (cfg.quantile_low, cfg.quantile_high))
     spread = q_high - q_low
-    mean_sq = (sq * neg_valid).sum(dim=1) / neg_counts.clamp(min=1).float() / d
+    mean_sq = (sq * neg_valid).sum(dim=1) / neg_counts.clamp(min=1).to(sq.dtype) / d
     no_contrast = spread <= cfg.no_contrast_tol * mean_sq              # (Gc,)
     z = ((R - q_low[:, None]) / (spread[:, None] + cfg.eps)).clamp(0.0, 1.0)
     w = cfg.min_weight + (1.0 - cfg.min_weight) * z
