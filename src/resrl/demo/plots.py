@@ -1,0 +1,97 @@
+"""The demo's PNG plots: training curves per algorithm and Pass@k curves before / after RL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+# logged metric -> names it may carry in a training run's per-step metrics (first found is used)
+CURVES = {
+    "reward (accuracy)": ("reward_mean", "reward", "accuracy"),
+    "response length (tokens)": ("response_length", "completions/mean_length"),
+    "entropy (nats / token)": ("entropy",),
+    "ResRL: mean ω of negative tokens": ("resrl/omega_mean", "omega_mean"),
+    "ResRL: fraction down-weighted": ("resrl/frac_downweighted", "frac_downweighted"),
+    "ResRL: effective rank k": ("resrl/effective_rank", "effective_rank"),
+}
+
+
+def _series(metrics: Sequence[dict], names: Sequence[str]):
+    for name in names:
+        pts = [(m["step"], m[name]) for m in metrics if name in m and m[name] is not None]
+        if pts:
+            steps, vals = zip(*pts)
+            return np.asarray(steps, dtype=float), np.asarray(vals, dtype=float)
+    return None
+
+
+def _smooth(y: np.ndarray, window: int) -> np.ndarray:
+    if window <= 1 or len(y) < window:
+        return y
+    kernel = np.ones(window) / window
+    head = np.array([y[: i + 1].mean() for i in range(window - 1)])
+    return np.concatenate([head, np.convolve(y, kernel, mode="valid")])
+
+
+def plot_training_curves(runs: dict[str, Sequence[dict]], path: str | Path, smooth: int = 9) -> list[str]:
+    """runs: algorithm -> per-step metrics (each with "step"). Panels whose metric no run logged are
+    left out. Raw values faint, a moving average (window `smooth`) on top. Returns panel titles."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(title, names) for title, names in CURVES.items()
+              if any(_series(m, names) is not None for m in runs.values())]
+    if not panels:
+        raise ValueError("plot_training_curves: no known metric in any run")
+    cols = 3
+    rows = (len(panels) + cols - 1) // cols
+    fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
+    colors = {name: f"C{i}" for i, name in enumerate(runs)}
+    for ax, (title, names) in zip(axes.flat, panels):
+        for algo, metrics in runs.items():
+            s = _series(metrics, names)
+            if s is None:
+                continue
+            x, y = s
+            ax.plot(x, y, color=colors[algo], alpha=0.25, linewidth=0.8)
+            ax.plot(x, _smooth(y, smooth), color=colors[algo], linewidth=1.8, label=algo)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("RL step")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [t for t, _ in panels]
+
+
+def plot_pass_at_k(results: dict[str, dict[int, float]], path: str | Path, title: str = "") -> None:
+    """results: label (e.g. "warm start", "grpo") -> {k: Pass@k}. One curve per label, log2 x axis."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    for i, (label, passk) in enumerate(results.items()):
+        ks = sorted(passk)
+        style = dict(color="0.4", linestyle="--") if i == 0 else dict(color=f"C{i - 1}")
+        ax.plot(ks, [passk[k] for k in ks], marker="o", label=label, **style)
+    ax.set_xscale("log", base=2)
+    all_ks = sorted({k for passk in results.values() for k in passk})
+    ax.set_xticks(all_ks, [str(k) for k in all_ks])
+    ax.set_xlabel("k")
+    ax.set_ylabel("Pass@k (unbiased, held-out split)")
+    ax.set_ylim(0, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,147 @@
+"""runs/demo/report.md and the demo's PNGs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from resrl.demo.weights import REGIONS
+
+TRAINING_PNG = "training_curves.png"
+PASSK_PNG = "pass_at_k.png"
+OMEGA_PNG = "omega_tokens.png"
+
+
+def write_outputs(out: Path, cfg, summary: dict, evals: dict, runs: dict, omega, plots: bool = True) -> list[Path]:
+    """Write the PNGs (unless plots=False) and report.md; returns their paths."""
+    from resrl.demo.plots import plot_pass_at_k, plot_training_curves
+    from resrl.demo.weights import plot_omega
+
+    out = Path(out)
+    files = [out / "report.md", out / TRAINING_PNG, out / PASSK_PNG, out / OMEGA_PNG]
+    if plots:
+        plot_training_curves(runs, out / TRAINING_PNG)
+        plot_pass_at_k({name: r.pass_at for name, r in evals.items()}, out / PASSK_PNG,
+                       title=f"chained addition, {len(next(iter(evals.values())).correct)} held-out problems, "
+                             f"T = {cfg.eval.temperature}")
+        plot_omega(omega, out / OMEGA_PNG)
+    (out / "report.md").write_text(render_report(cfg, summary, evals, runs, omega))
+    return files
+
+
+def _se(correct: np.ndarray) -> float:
+    """Standard error over problems of the per-problem accuracy (what separates signal from noise)."""
+    per_problem = correct.mean(axis=1)
+    return float(per_problem.std(ddof=1) / np.sqrt(len(per_problem))) if len(per_problem) > 1 else float("nan")
+
+
+def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
+    vals = [m[key] for m in metrics if key in m and m[key] is not None]
+    return float(np.mean(vals[-window:])) if vals else None
+
+
+def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
+    first = next(iter(evals.values()))
+    ks = sorted(first.pass_at)
+    n = cfg.eval.num_samples
+    P = first.correct.shape[0]
+    t = cfg.task
+    rl = cfg.rl
+    ws = summary["warm_start"]
+    timings = summary["timings"]
+    lines = [
+        "# ResRL demo: chained addition on a tiny Qwen3 model",
+        "",
+        f"Task: `{cfg.task.num_terms}` terms in [{t.min_value}, {t.max_value}], e.g. prompt "
+        f"`{summary['example']['prompt']}` → completion `{summary['example']['target']}` (the worked chain: one "
+        "addition at a time); "
+        f"reward 1 for the right final number. Held-out split: {P} problems never seen in training.",
+        f"Model: Qwen3 architecture, {summary.get('num_parameters', 0) / 1e6:.2f} M parameters, "
+        f"character tokenizer, built offline.",
+        f"Warm start: {ws['steps']} supervised steps (batch {cfg.warm.batch_size}, lr {cfg.warm.learning_rate:g}), "
+        f"stopped when greedy accuracy on a dev split reached {cfg.warm.target_accuracy:.0%} "
+        f"(last check: {ws['dev_accuracy'][-1][1]:.0%})." if ws["dev_accuracy"] else
+        f"Warm start: {ws['steps']} supervised steps.",
+        f"RL: every algorithm starts from the same warm start with the same seed and budget: {rl.steps} steps of "
+        f"{rl.rollout_prompts} prompts × {rl.group_size} samples (temperature {rl.temperature}), lr {rl.learning_rate:g} "
+        "(constant), one update per generation round, KL 0, entropy 0, through `resrl.train.run_training` "
+        "(TRL `GRPOTrainer` + the project's core).",
+        f"Evaluation: greedy accuracy, Avg@{n} and unbiased Pass@k (spec §5) from {n} samples per problem at "
+        f"temperature {cfg.eval.temperature}, top-p {cfg.eval.top_p}, on the same held-out split for every policy. "
+        f"± is one standard error over problems.",
+        "",
+        "## Results (held-out split)",
+        "",
+        "| policy | greedy | Avg@%d | " % n + " | ".join(f"Pass@{k}" for k in ks) + " | mean length | RL time |",
+        "|---" * (5 + len(ks)) + "|",
+    ]
+    for name, r in evals.items():
+        rl_time = summary["results"].get(name, {}).get("rl_seconds")
+        lines.append(
+            f"| {name} | {r.greedy:.3f} | {r.avg:.3f} ± {_se(r.correct):.3f} | "
+            + " | ".join(f"{r.pass_at[k]:.3f}" for k in ks)
+            + f" | {r.mean_length:.1f} | " + (f"{rl_time:.0f} s" if rl_time is not None else "–") + " |"
+        )
+    lines += ["", f"![Pass@k]({PASSK_PNG})", "", "## Training curves", "",
+              "Per RL step (faint: raw, bold: moving average). Reward is the fraction of correct samples of the "
+              "step's rollout; ResRL's panels are the statistics of its token weights (spec §2).", "",
+              f"![training curves]({TRAINING_PNG})", ""]
+    end_rows = []
+    for algo, metrics in runs.items():
+        vals = [_last(metrics, k) for k in ("accuracy", "response_length", "entropy", "resrl/omega_mean",
+                                             "resrl/frac_downweighted")]
+        end_rows.append(f"| {algo} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in vals) + " |")
+    if end_rows:
+        lines += ["Averages over the last 10 logged steps:", "",
+                  "| algorithm | reward | length | entropy | mean ω | fraction down-weighted |",
+                  "|---|---|---|---|---|---|", *end_rows, ""]
+
+    lines += _omega_section(omega)
+    lines += ["", "## Timing", "", "| phase | seconds |", "|---|---|"]
+    lines += [f"| {phase} | {sec:.1f} |" for phase, sec in timings.items()]
+    quick = " --quick" if getattr(cfg, "is_quick", False) else ""
+    lines += ["", f"Reproduce: `resrl demo{quick} --seed {cfg.seed}` (deterministic given the seed on the same "
+              "machine and library versions).", ""]
+    return "\n".join(lines)
+
+
+def _omega_section(omega) -> list[str]:
+    means, counts = omega.alignment_means, omega.alignment_counts
+    alignments = list(means)
+    lines = [
+        "## What ResRL does to negative completions",
+        "",
+        f"On the warm-start policy, {omega.num_groups} prompt groups were sampled ({omega.groups_with_pos} with at "
+        f"least one correct completion); ResRL's weights ω were computed by `resrl.core.resrl_token_advantages` "
+        f"(the trainer's function, spec defaults) for the {omega.num_negatives} negative completions of those "
+        "groups. The task knows the correct chain, so each token of a negative completion is exactly in one of "
+        "three regions: shared with the correct chain, the first wrong token, or after it.",
+        "",
+        "| hidden_alignment | " + " | ".join(f"mean ω: {r} (n={counts[r]})" for r in REGIONS) + " |",
+        "|---" * (1 + len(REGIONS)) + "|",
+    ]
+    for a in alignments:
+        lines.append(f"| `{a}` | " + " | ".join(_fmt(means[a][r]) for r in REGIONS) + " |")
+    lines += [
+        "",
+        f"![ω per token]({OMEGA_PNG})",
+        "",
+        "Each negative token's advantage is ω · Â (ω ∈ [ξ, 1] = [0.1, 1]): tokens whose penultimate-layer state "
+        "lies in the subspace spanned by the group's correct completions are down-weighted, so the shared, "
+        "correct prefix of a wrong answer is pushed down much less than GRPO would push it.",
+        "",
+        "**`hidden_alignment` (spec §2).** With the default `\"predicting\"` the weight of token t comes from "
+        "the state at t−1, the one that feeds the output head for token t (the paper's Lemma 1). The first wrong "
+        "token is then predicted from a state the correct completions share (same prefix), so it tends to get a "
+        "small weight, and full weight arrives only one token later. With `\"token\"` the state at t is used, "
+        "the first state that has read the wrong token. The table above measures both on the same samples; "
+        "which one trains better is an open question the project lets users measure "
+        "(`algorithm.resrl.hidden_alignment` in a training config).",
+    ]
+    return lines
+
+
+def _fmt(v: float) -> str:
+    return "–" if v != v else f"{v:.3f}"
+

@@ -1,0 +1,132 @@
+"""`resrl demo`: pieces on a tiny random model, and the real pipeline end to end with --quick."""
+
+import argparse
+import json
+import math
+
+import numpy as np
+import pytest
+
+from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask
+
+
+def test_ks_up_to():
+    from resrl.demo.evaluate import ks_up_to
+
+    assert ks_up_to(16) == [1, 2, 4, 8, 16]
+    assert ks_up_to(12) == [1, 2, 4, 8, 12]
+    assert ks_up_to(1) == [1]
+
+
+def test_warm_start_stops_at_the_target_and_learns():
+    import torch
+
+    from resrl.demo.warmstart import WarmStartConfig, warm_start
+    from resrl.models.tiny import TinyModelConfig, build_tiny_model
+
+    torch.set_num_threads(1)
+    model, tok = build_tiny_model(None, TinyModelConfig(hidden_size=32, num_hidden_layers=2, head_dim=8,
+                                                        intermediate_size=64, alphabet="0123456789+="))
+    task = ChainAdditionTask(ChainAdditionConfig(num_terms=2, min_value=1, max_value=9, num_test=10))
+    accs = iter([0.1, 0.2, 0.5, 0.9])
+    seen = []
+    res = warm_start(model, tok, task.train_problems(200), WarmStartConfig(max_steps=40, batch_size=16, check_every=5,
+                                                                            target_accuracy=0.4),
+                     dev_accuracy=lambda: next(accs), on_step=lambda s, loss, acc: seen.append((s, acc)))
+    assert res["steps"] == 15 and res["dev_accuracy"] == [(5, 0.1), (10, 0.2), (15, 0.5)]
+    assert len(seen) == 15 and all(math.isfinite(loss) for loss in res["losses"])
+    assert np.mean(res["losses"][-5:]) < np.mean(res["losses"][:5])  # it learns
+    assert not model.training
+
+
+def test_cli_arguments_and_errors():
+    from resrl.demo.command import config_from_args, register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    cfg = config_from_args(parser.parse_args(["demo", "--algorithms", "grpo, resrl", "--rl-steps", "7",
+                                              "--seed", "3", "--out", "x"]))
+    assert cfg.algorithms == ("grpo", "resrl") and cfg.rl.steps == 7 and cfg.seed == 3 and cfg.out == "x"
+    quick = config_from_args(parser.parse_args(["demo", "--quick"]))
+    assert quick.is_quick and quick.rl.steps < cfg.rl.steps
+    with pytest.raises(ValueError, match="--rl-steps"):
+        config_from_args(parser.parse_args(["demo", "--rl-steps", "0"]))
+    with pytest.raises(ValueError, match="--lr"):
+        config_from_args(parser.parse_args(["demo", "--lr", "-1"]))
+
+
+def test_unknown_algorithm_fails_before_any_work(tmp_path):
+    from resrl.demo.pipeline import DemoConfig, run_demo
+
+    with pytest.raises(ValueError, match="--algorithms.*nope"):
+        run_demo(DemoConfig.quick(out=str(tmp_path / "d"), algorithms=("grpo", "nope")))
+    assert not (tmp_path / "d").exists()
+
+
+def test_demo_train_config_is_a_valid_training_config(tmp_path):
+    from resrl.demo.pipeline import DemoConfig, train_config
+
+    cfg = DemoConfig()
+    for algo in cfg.algorithms:
+        tc = train_config(cfg, algo, tmp_path)
+        tc.validate(need_model=False, need_data=False)
+        assert tc.algorithm.name == algo and tc.train.max_steps == cfg.rl.steps
+        assert tc.train.learning_rate == cfg.rl.learning_rate and tc.train.group_size == cfg.rl.group_size
+
+
+def _png(path):
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, path
+    from PIL import Image
+
+    with Image.open(path) as im:
+        assert im.size[0] > 300 and im.size[1] > 200
+        colours = len(im.convert("RGB").resize((64, 64)).getcolors(maxcolors=64 * 64))
+    assert colours > 10, f"{path} looks blank"
+
+
+@pytest.mark.slow
+def test_quick_demo_end_to_end(tmp_path, capsys):
+    """The real pipeline (warm start, RL through resrl.train for three algorithms, evaluation, ω
+    analysis, plots, report) at a tiny budget."""
+    from resrl.cli import main
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--quick", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "report.md" in printed and str(out) in printed
+
+    for name in ("training_curves.png", "pass_at_k.png", "omega_tokens.png"):
+        _png(out / name)
+    summary = json.loads((out / "summary.json").read_text())
+    results = summary["results"]
+    assert list(results) == ["warm start", "grpo", "w-reinforce", "resrl"]
+    for name, r in results.items():
+        assert 0 <= r["greedy"] <= 1 and 0 <= r["avg"] <= 1
+        passk = [r["pass_at"][k] for k in sorted(r["pass_at"], key=int)]
+        assert sorted(r["pass_at"], key=int) == ["1", "2", "4", "8"]
+        assert all(0 <= p <= 1 for p in passk)
+        assert all(a <= b + 1e-12 for a, b in zip(passk, passk[1:])), f"{name}: Pass@k must grow with k"
+        assert abs(passk[0] - r["avg"]) < 1e-9  # Pass@1 = Avg@n (unbiased estimator)
+        assert 1 <= r["mean_length"] <= summary["config"]["eval"]["max_new_tokens"]
+    assert results["warm start"]["avg"] > 0.05  # the warm start must leave RL something to work with
+    assert results["resrl"]["resrl_mode"] in ("aligned", "extra-pass")
+
+    omega = summary["omega"]
+    for alignment in ("predicting", "token"):
+        for region, v in omega["mean_omega"][alignment].items():
+            if omega["tokens_per_region"][region]:
+                assert 0.1 - 1e-6 <= v <= 1 + 1e-6, (alignment, region, v)
+    assert omega["tokens_per_region"]["first wrong token"] == omega["num_negatives"] > 0
+
+    report = (out / "report.md").read_text()
+    for needle in ("| grpo |", "| w-reinforce |", "| resrl |", "| warm start |", "Pass@8", "hidden_alignment",
+                   "training_curves.png", "pass_at_k.png", "omega_tokens.png", "| total |"):
+        assert needle in report, needle
+    # the RL runs logged every step through the project's trainer
+    for algo in ("grpo", "w-reinforce", "resrl"):
+        lines = (out / algo / "metrics.jsonl").read_text().splitlines()
+        assert len(lines) == summary["config"]["rl"]["steps"]
+        last = json.loads(lines[-1])
+        assert math.isfinite(last["reward_mean"]) and math.isfinite(last["entropy"])
+    assert "resrl/omega_mean" in json.loads((out / "resrl" / "metrics.jsonl").read_text().splitlines()[-1])
