@@ -12,6 +12,7 @@ CURVES = {
     "reward (accuracy)": ("reward_mean", "reward", "accuracy"),
     "response length (tokens)": ("response_length", "completions/mean_length"),
     "entropy (nats / token)": ("entropy",),
+    "gradient norm (before clipping)": ("grad_norm",),
     "ResRL: mean ω of negative tokens": ("resrl/omega_mean", "omega_mean"),
     "ResRL: fraction down-weighted": ("resrl/frac_downweighted", "frac_downweighted"),
     "ResRL: effective rank k": ("resrl/effective_rank", "effective_rank"),
@@ -47,7 +48,7 @@ def plot_training_curves(runs: dict[str, Sequence[dict]], path: str | Path, smoo
               if any(_series(m, names) is not None for m in runs.values())]
     if not panels:
         raise ValueError("plot_training_curves: no known metric in any run")
-    cols = 3
+    cols = 4 if len(panels) > 6 else 3
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
     colors = {name: f"C{i}" for i, name in enumerate(runs)}

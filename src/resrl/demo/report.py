@@ -87,15 +87,24 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
               "Per RL step (faint: raw, bold: moving average). Reward is the fraction of correct samples of the "
               "step's rollout; ResRL's panels are the statistics of its token weights (spec §2).", "",
               f"![training curves]({TRAINING_PNG})", ""]
-    end_rows = []
+    end_rows, grad_norms = [], {}
     for algo, metrics in runs.items():
         vals = [_last(metrics, k) for k in ("accuracy", "response_length", "entropy", "resrl/omega_mean",
                                              "resrl/frac_downweighted")]
+        grad_norms[algo] = _last(metrics, "grad_norm", window=len(metrics))
+        vals.append(grad_norms[algo])
         end_rows.append(f"| {algo} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in vals) + " |")
     if end_rows:
-        lines += ["Averages over the last 10 logged steps:", "",
-                  "| algorithm | reward | length | entropy | mean ω | fraction down-weighted |",
-                  "|---|---|---|---|---|---|", *end_rows, ""]
+        lines += ["Averages over the last 10 logged steps (gradient norm: over all steps):", "",
+                  "| algorithm | reward | length | entropy | mean ω | fraction down-weighted | grad norm |",
+                  "|---|---|---|---|---|---|---|", *end_rows, ""]
+    if grad_norms.get("resrl") and grad_norms.get("grpo"):
+        lines += [
+            f"Step size: ResRL's token advantages are smaller than GRPO's by construction (λ_pos = 0.1 on "
+            f"positives, ω ∈ [0.1, 1] on negatives), so at the same learning rate its mean gradient norm was "
+            f"{grad_norms['resrl'] / grad_norms['grpo']:.2f}× GRPO's here and its policy moved less in the same "
+            "number of steps. Every algorithm gets the same learning rate, as in the paper; "
+            "`resrl demo --algorithms resrl --lr ...` tries another.", ""]
 
     lines += _omega_section(omega)
     lines += ["", "## Timing", "", "| phase | seconds |", "|---|---|"]
