@@ -130,3 +130,13 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
         last = json.loads(lines[-1])
         assert math.isfinite(last["reward_mean"]) and math.isfinite(last["entropy"])
     assert "resrl/omega_mean" in json.loads((out / "resrl" / "metrics.jsonl").read_text().splitlines()[-1])
+
+    # deterministic given the seed, and each algorithm's run independent of which others ran:
+    # the same seed with only GRPO reproduces the warm start and GRPO numbers exactly
+    again = tmp_path / "again"
+    assert main(["demo", "--quick", "--out", str(again), "--algorithms", "grpo"]) == 0
+    second = json.loads((again / "summary.json").read_text())["results"]
+    assert list(second) == ["warm start", "grpo"]
+    for name in second:
+        for key in ("greedy", "avg", "pass_at", "mean_length"):
+            assert second[name][key] == results[name][key], (name, key)
