@@ -53,7 +53,7 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
     lines = [
         "# ResRL demo: chained addition on a tiny Qwen3 model",
         "",
-        f"Task: `{cfg.task.num_terms}` terms in [{t.min_value}, {t.max_value}], e.g. prompt "
+        f"Task: {cfg.task.num_terms} terms in [{t.min_value}, {t.max_value}], e.g. prompt "
         f"`{summary['example']['prompt']}` → completion `{summary['example']['target']}` (the worked chain: one "
         "addition at a time); "
         f"reward 1 for the right final number. Held-out split: {P} problems never seen in training.",
@@ -102,9 +102,8 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
         lines += [
             f"Step size: ResRL's token advantages are smaller than GRPO's by construction (λ_pos = 0.1 on "
             f"positives, ω ∈ [0.1, 1] on negatives), so at the same learning rate its mean gradient norm was "
-            f"{grad_norms['resrl'] / grad_norms['grpo']:.2f}× GRPO's here and its policy moved less in the same "
-            "number of steps. Every algorithm gets the same learning rate, as in the paper; "
-            "`resrl demo --algorithms resrl --lr ...` tries another.", ""]
+            f"{grad_norms['resrl'] / grad_norms['grpo']:.2f}× GRPO's here (see also how much less its reward and "
+            "entropy moved). Every algorithm gets the same learning rate, as in the paper.", ""]
 
     lines += _omega_section(omega)
     lines += ["", "## Timing", "", "| phase | seconds |", "|---|---|"]
