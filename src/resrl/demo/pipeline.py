@@ -93,7 +93,7 @@ def _quiet(log_path: Path):
 
     with open(log_path, "a") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        old = transformers.logging.get_verbosity()
+        old, old_resrl = transformers.logging.get_verbosity(), logging.getLogger("resrl").level
         transformers.logging.set_verbosity_error()
         transformers.logging.disable_progress_bar()  # save/load bars would break our rich display
         logging.getLogger("resrl").setLevel(logging.ERROR)
@@ -102,7 +102,7 @@ def _quiet(log_path: Path):
         finally:
             transformers.logging.set_verbosity(old)
             transformers.logging.enable_progress_bar()
-            logging.getLogger("resrl").setLevel(logging.NOTSET)
+            logging.getLogger("resrl").setLevel(old_resrl)
 
 
 def train_config(cfg: DemoConfig, algorithm: str, output_dir: Path):
