@@ -23,7 +23,7 @@ import torch
 import torch.nn.functional as F
 
 from resrl.core import ResRLConfig, grpo_advantages, resrl_token_advantages
-from resrl.core.residual import layer_norm_no_affine, top_right_singular_vectors
+from resrl.core.linalg import layer_norm_no_affine, top_right_singular_vectors
 
 SHAPES = {
     "large": dict(groups=32, group_size=4, T=512, d=1024),

@@ -24,7 +24,9 @@ from .registry import (
     get_algorithm,
     register_algorithm,
 )
-from .residual import ResRLConfig, positive_token_sample_mask, resrl_token_advantages
+from .residual import resrl_token_advantages
+from .resrl_config import ResRLConfig
+from .sampling import positive_token_sample_mask
 
 __all__ = [
     "ALGORITHMS", "AdvantageInputs", "AlgorithmConfig", "AlgorithmSpec", "LossConfig", "ResRLConfig",

@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from . import advantages as A
-from .residual import ResRLConfig, resrl_token_advantages
+from .residual import resrl_token_advantages
+from .resrl_config import ResRLConfig
 
 
 @dataclass

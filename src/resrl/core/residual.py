@@ -20,103 +20,12 @@ per batch (sizes of the gathered sets), never one per sample.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, fields
-
 import torch
 from torch import Tensor
 
-SVD_MODES = ("randomized", "exact")
-HIDDEN_ALIGNMENTS = ("predicting", "token")
-_HASH_PRIME = 2147483647  # 2^31 − 1, keeps every intermediate product inside int64
-
-
-@dataclass
-class ResRLConfig:
-    """Hyper-parameters of ResRL's token weights (spec §2). Defaults are the spec's.
-
-    rank             k, rank of the positive subspace (effective k = min(rank, M − 1, d))
-    max_pos_tokens   M_max, cap on sampled positive tokens per group
-    boundary_tokens  first/last tokens of every positive response always kept (budget allowing)
-    quantile_low     α, lower gating quantile of the group's negative residuals
-    quantile_high    β, upper gating quantile
-    min_weight       ξ, the smallest weight a negative token can get
-    pos_scale        λ_pos, scale of positive advantages
-    eps              ε in the gate's denominator
-    ln_eps           epsilon of the affine-free layer norm
-    no_contrast_tol  relative spread under which the gate is off (ω = ξ): q_high − q_low ≤
-                     no_contrast_tol · mean(‖x‖²/d)
-    truncation_guard ω = 1 on the last `truncation_tail` tokens of truncated negatives
-    svd              "randomized" (default, fast) or "exact" (full SVD)
-    oversample       extra columns of the randomized range finder (q = k + oversample)
-    power_iters      power iterations of the randomized range finder
-    seed             seed of the positive-token subsampling and of the random test matrix
-    hidden_alignment "predicting" (state at t−1, the paper's) or "token" (state at t); used by the
-                     engines that extract the states, the core receives them already aligned
-    chunk_mb         memory budget (MiB) of one chunk of float32 gathered states (small chunks are
-                     faster on CPU: their buffers are recycled by the allocator instead of
-                     page-faulted in fresh)
-    """
-
-    rank: int = 64
-    max_pos_tokens: int = 4096
-    boundary_tokens: int = 32
-    quantile_low: float = 0.1
-    quantile_high: float = 0.9
-    min_weight: float = 0.1
-    pos_scale: float = 0.1
-    eps: float = 1e-6
-    ln_eps: float = 1e-5
-    no_contrast_tol: float = 1e-5
-    truncation_guard: bool = False
-    truncation_tail: int = 256
-    svd: str = "randomized"
-    oversample: int = 10
-    power_iters: int = 1
-    seed: int = 0
-    hidden_alignment: str = "predicting"
-    chunk_mb: int = 16
-
-    def __post_init__(self) -> None:
-        self.validate()
-
-    def validate(self) -> None:
-        def need(ok: bool, name: str, allowed: str) -> None:
-            if not ok:
-                raise ValueError(
-                    f"ResRLConfig.{name} = {getattr(self, name)!r} is invalid: allowed {allowed}"
-                )
-
-        def is_int(v) -> bool:
-            return isinstance(v, int) and not isinstance(v, bool)
-
-        def is_num(v) -> bool:
-            return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-        need(is_int(self.rank) and self.rank >= 1, "rank", "an int >= 1")
-        need(is_int(self.max_pos_tokens) and self.max_pos_tokens >= 2, "max_pos_tokens", "an int >= 2")
-        need(is_int(self.boundary_tokens) and self.boundary_tokens >= 0, "boundary_tokens", "an int >= 0")
-        need(is_num(self.quantile_low) and 0.0 <= self.quantile_low < 1.0, "quantile_low", "a float in [0, 1)")
-        need(is_num(self.quantile_high) and 0.0 < self.quantile_high <= 1.0, "quantile_high", "a float in (0, 1]")
-        need(self.quantile_low < self.quantile_high, "quantile_high", f"a float > quantile_low ({self.quantile_low})")
-        need(is_num(self.min_weight) and 0.0 <= self.min_weight <= 1.0, "min_weight", "a float in [0, 1]")
-        need(is_num(self.pos_scale) and self.pos_scale >= 0.0, "pos_scale", "a float >= 0")
-        need(is_num(self.eps) and self.eps > 0.0, "eps", "a float > 0")
-        need(is_num(self.ln_eps) and self.ln_eps > 0.0, "ln_eps", "a float > 0")
-        need(is_num(self.no_contrast_tol) and self.no_contrast_tol >= 0.0, "no_contrast_tol", "a float >= 0")
-        need(isinstance(self.truncation_guard, bool), "truncation_guard", "True or False")
-        need(is_int(self.truncation_tail) and self.truncation_tail >= 1, "truncation_tail", "an int >= 1")
-        need(self.svd in SVD_MODES, "svd", f"one of {SVD_MODES}")
-        need(is_int(self.oversample) and self.oversample >= 0, "oversample", "an int >= 0")
-        need(is_int(self.power_iters) and self.power_iters >= 0, "power_iters", "an int >= 0")
-        need(is_int(self.seed) and self.seed >= 0, "seed", "an int >= 0")
-        need(self.hidden_alignment in HIDDEN_ALIGNMENTS, "hidden_alignment", f"one of {HIDDEN_ALIGNMENTS}")
-        need(is_int(self.chunk_mb) and self.chunk_mb >= 1, "chunk_mb", "an int >= 1")
-
-    @classmethod
-    def field_names(cls) -> list[str]:
-        return [f.name for f in fields(cls)]
-
+from .linalg import compute_dtype, gather_centred, pad_by_group, quantiles_per_row, top_right_singular_vectors
+from .resrl_config import ResRLConfig
+from .sampling import rank_in_group, sample_positive_tokens
 
 # --------------------------------------------------------------------------------------------
 # input checks
@@ -168,120 +77,6 @@ def _check_finite_valid(hidden: Tensor, mask: Tensor) -> None:
             f"hidden contains NaN or inf at a valid response token (row {b}, position {t}); "
             f"{int(bad.sum())} valid token(s) affected"
         )
-
-
-# --------------------------------------------------------------------------------------------
-# building blocks (pure functions, shapes at the boundary)
-# --------------------------------------------------------------------------------------------
-
-def layer_norm_no_affine(h: Tensor, eps: float) -> Tensor:
-    """LN(h) = (h − mean(h)) / sqrt(var(h) + eps) over the last dim, float32. (..., d) -> (..., d)."""
-    return torch.nn.functional.layer_norm(h.float(), h.shape[-1:], eps=eps)
-
-
-def _compute_dtype(hidden: Tensor) -> torch.dtype:
-    """float32 at least (spec §2 step 4); float64 states are kept in float64."""
-    return torch.float64 if hidden.dtype == torch.float64 else torch.float32
-
-
-def _gather_centred(h_flat: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
-    """Gather rows of h_flat in the compute dtype (float64 for float64 states, float32 otherwise),
-    centred in place on their own mean, and their variance.
-
-    h_flat (N, d), rows (...) int64 -> (h − mean(h)) (..., d), var(h) (...). Two-pass (mean,
-    then the centred sum of squares), which is exact where E[h²] − E[h]² would cancel, and several
-    times faster on CPU than torch.var_mean or a fused layer norm."""
-    h = h_flat[rows]
-    h = h.to(_compute_dtype(h_flat))
-    h.sub_(h.mean(dim=-1, keepdim=True))
-    var = torch.linalg.vector_norm(h, dim=-1).square_().div_(h.shape[-1])
-    return h, var
-
-
-def _mix_hash(seed: int, a: Tensor, b: Tensor) -> Tensor:
-    """Deterministic pseudo-random int64 keys in [1, 2^31) from (seed, a, b); a, b int64 >= 0."""
-    p = _HASH_PRIME
-    x = torch.full_like(a, (seed * 2654435761 + 12345) % p)
-    for v in (a, b):
-        x = (x * 48271 + v % p) % p
-        x = x ^ (x >> 13)
-        x = (x * 69621) % p
-        x = x ^ (x >> 11)
-    x = (x * 48271) % p
-    return x + 1
-
-
-def quantiles_per_row(values: Tensor, counts: Tensor, qs: tuple[float, ...]) -> list[Tensor]:
-    """Linear-interpolation quantiles (numpy/torch default) of the first `counts[g]` valid
-    entries of each row. values: (G, N) with invalid entries = +inf; counts: (G,) >= 1.
-    Returns one (G,) tensor per q."""
-    sorted_vals, _ = torch.sort(values, dim=1)
-    last = (counts - 1).clamp(min=0).to(values.dtype)
-    out = []
-    for q in qs:
-        pos = q * last
-        lo = pos.floor().long()
-        hi = pos.ceil().long()
-        frac = pos - lo.to(values.dtype)
-        v_lo = sorted_vals.gather(1, lo[:, None])[:, 0]
-        v_hi = sorted_vals.gather(1, hi[:, None])[:, 0]
-        out.append(v_lo + (v_hi - v_lo) * frac)
-    return out
-
-
-def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, power_iters: int,
-                               omega: Tensor | None = None, return_values: bool = False):
-    """Top-k right singular vectors of each (M, d) block. X: (G, M, d) float32 -> V: (G, d, k)
-    (and the matching singular values S: (G, k) when `return_values`; in randomized mode those of
-    QᵀX, so Σ S² is a lower bound of ‖X V‖²).
-
-    "randomized": Halko-Martinsson-Tropp range finder with q = k + oversample columns and
-    `power_iters` QR-stabilised power iterations, then the SVD of the small (q, d) matrix QᵀX.
-    `omega` is the (d, q) Gaussian test matrix, shared by all groups so that the result of a group
-    does not depend on which other groups share its batch. Falls back to exact when q >= min(M, d).
-    """
-    G, M, d = X.shape
-    q = k + oversample
-    if mode == "exact" or omega is None or q >= min(M, d):
-        # float64: with k close to the rank of X+ the last directions are ill-conditioned in float32
-        _, S, Vh = torch.linalg.svd(X.double(), full_matrices=False)  # Vh: (G, min(M,d), d)
-        V, S = Vh[:, :k].mT.to(X.dtype), S.to(X.dtype)
-    else:
-        Q = torch.linalg.qr(X @ omega[:, :q].to(X.dtype)).Q                      # (G, M, q)
-        for _ in range(power_iters):
-            # Q <- orth(X Xᵀ Q): orthonormalising after each full step (not between Xᵀ and X) squares
-            # the condition number once per step, harmless in float32 for a few steps and it saves
-            # the QR of a (d, q) matrix (same captured energy to 1e-5 on 1/j^0.7 .. e^-j/8 spectra)
-            Q = torch.linalg.qr(X @ (X.mT @ Q)).Q                      # (G, M, q)
-        small = (Q.mT @ X).double()                                    # (G, q, d)
-        # SVD of the small matrix through the eigen-decomposition of its (q, q) Gram, in float64
-        # (cheaper than a (q, d) SVD; float64 keeps the squared condition number harmless)
-        evals, U = torch.linalg.eigh(small @ small.mT)                # ascending
-        evals, U = evals.flip(-1)[:, :k], U.flip(-1)[:, :, :k]
-        S = evals.clamp(min=0.0).sqrt()                                # (G, k)
-        keep = S > S[:, :1] * 1e-6                                     # directions above noise
-        V = ((small.mT @ U) / torch.where(keep, S, torch.ones_like(S))[:, None, :] * keep[:, None, :]).to(X.dtype)
-        S = S.to(X.dtype)
-    S = S[:, :k]
-    if V.shape[-1] < k:  # fewer singular vectors than k exist (min(M, d) < k): pad with zeros
-        V = torch.nn.functional.pad(V, (0, k - V.shape[-1]))
-        S = torch.nn.functional.pad(S, (0, k - S.shape[-1]))
-    return (V, S) if return_values else V
-
-
-def _pad_by_group(group_of_item: Tensor, num_groups: int, width: int) -> Tensor:
-    """Lay items (sorted by group) out as a padded (G, width) index matrix into the item list.
-
-    group_of_item: (N,) int64 non-decreasing in [0, G); width >= the largest group's count.
-    Returns (G, width) int64 with −1 on padding."""
-    n = group_of_item.numel()
-    device = group_of_item.device
-    counts = torch.bincount(group_of_item, minlength=num_groups)
-    starts = torch.cumsum(counts, 0) - counts
-    slot = torch.arange(n, device=device) - starts[group_of_item]
-    index = torch.full((num_groups, max(width, 1)), -1, dtype=torch.long, device=device)
-    index[group_of_item, slot] = torch.arange(n, device=device)
-    return index
 
 
 # --------------------------------------------------------------------------------------------
@@ -394,68 +189,6 @@ class _StatsAccumulator:
         return stats
 
 
-def _sample_positive_tokens(tok_idx, tok_group, t_valid, from_end, rank_in_group, pos_resp_per_group,
-                            cfg: ResRLConfig):
-    """Boundary-aware sampling of positive tokens (spec §2 step 3), all groups at once.
-
-    Every positive response keeps its first and last b tokens, b = min(boundary_tokens,
-    M_max // (2 · #positive responses of its group)) so that they always fit the budget; the other
-    ("middle") tokens get a pseudo-random key from (seed, response rank in group, position) and the
-    M_max − (#boundary) smallest keys are kept: a uniform subsample without replacement that
-    depends neither on padding nor on where the groups sit in the batch.
-    Inputs are (N+,) over valid positive tokens of reweighted groups; returns the kept subset's
-    positions into those inputs, sorted by group.
-    """
-    b_eff = torch.clamp(cfg.max_pos_tokens // (2 * pos_resp_per_group[tok_group]), max=cfg.boundary_tokens)
-    boundary = (t_valid < b_eff) | (from_end < b_eff)
-    key = torch.where(boundary, torch.zeros_like(t_valid), _mix_hash(cfg.seed, rank_in_group, t_valid))
-    order = torch.argsort(tok_group * (1 << 32) + key, stable=True)   # by group, then key
-    g_sorted = tok_group[order]
-    counts = torch.bincount(g_sorted, minlength=int(pos_resp_per_group.numel()))
-    starts = torch.cumsum(counts, 0) - counts
-    rank = torch.arange(order.numel(), device=order.device) - starts[g_sorted]
-    keep = order[rank < cfg.max_pos_tokens]
-    # re-sort the kept tokens by (group, original order) so that their layout is canonical
-    keep = keep[torch.argsort(tok_group[keep] * (tok_idx.numel() + 1) + keep, stable=True)]
-    return keep
-
-
-def positive_token_sample_mask(response_mask: Tensor, advantages: Tensor, group_index: Tensor,
-                               config: ResRLConfig | None = None) -> Tensor:
-    """The positive tokens that step 3 keeps for the subspace, as a (B, T) bool mask.
-
-    Same selection as `resrl_token_advantages` (for inspection and tests): response_mask (B, T),
-    advantages (B,), group_index (B,) -> (B, T) bool, True on the sampled positive tokens.
-    """
-    cfg = config if config is not None else ResRLConfig()
-    mask = response_mask.bool()
-    B, T = mask.shape
-    is_pos = advantages > 0
-    _, gid = torch.unique(group_index, return_inverse=True)
-    G = int(gid.max()) + 1 if B else 0
-    lengths = mask.sum(dim=1)
-    valid_b, valid_t = mask.nonzero(as_tuple=True)
-    t_valid = (torch.cumsum(mask, dim=1) - 1)[valid_b, valid_t]
-    from_end = lengths[valid_b] - 1 - t_valid
-    pos_sel = is_pos[valid_b].nonzero(as_tuple=True)[0]
-    keep = _sample_positive_tokens(
-        (valid_b * T + valid_t)[pos_sel], gid[valid_b][pos_sel], t_valid[pos_sel], from_end[pos_sel],
-        _rank_in_group(gid, G)[valid_b][pos_sel], torch.bincount(gid[is_pos], minlength=G).clamp(min=1), cfg,
-    )
-    out = torch.zeros(B * T, dtype=torch.bool, device=mask.device)
-    out[(valid_b * T + valid_t)[pos_sel][keep]] = True
-    return out.view(B, T)
-
-
-def _rank_in_group(gid: Tensor, G: int) -> Tensor:
-    """Rank of each response inside its group, in batch order. (B,) -> (B,)."""
-    order_b = torch.argsort(gid, stable=True)
-    counts = torch.bincount(gid, minlength=G)
-    rank = torch.empty_like(gid)
-    rank[order_b] = torch.arange(gid.numel(), device=gid.device) - (torch.cumsum(counts, 0) - counts)[gid[order_b]]
-    return rank
-
-
 def _size_sorted_chunks(counts: list[int], row_bytes: int, budget: int, max_waste: float = 0.3):
     """Split groups, sorted by decreasing count, into consecutive chunks [g0, g1): a chunk pads every
     group to its first (largest) count, so it ends when its padded size would pass `budget` bytes or
@@ -502,9 +235,9 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
 
     # ---- phase 1: positives -> μ+ (G, d), V_k (G, d, k_max), effective k (G,)   (steps 3-5)
     pos_sel = (sel & tok_pos).nonzero(as_tuple=True)[0]
-    keep = _sample_positive_tokens(
+    keep = sample_positive_tokens(
         tok_flat_idx[pos_sel], tok_group[pos_sel], t_valid[pos_sel], from_end[pos_sel],
-        _rank_in_group(gid, G)[tok_flat_idx[pos_sel] // T],
+        rank_in_group(gid, G)[tok_flat_idx[pos_sel] // T],
         torch.bincount(gid[is_pos], minlength=G).clamp(min=1), cfg,
     )
     pos_flat, pos_rank, pos_groups, pos_counts_h = _sorted_by_group_size(
@@ -515,14 +248,14 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
     if cfg.svd == "randomized":  # one Gaussian test matrix for all groups, deterministic in the seed
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         test_matrix = torch.randn(d, k_max + cfg.oversample, generator=gen).to(device)
-    dtype = _compute_dtype(h_flat)
+    dtype = compute_dtype(h_flat)
     mu = torch.zeros(G, d, device=device, dtype=dtype)
     V = torch.zeros(G, d, k_max, device=device, dtype=dtype)
     eff_k = torch.zeros(G, dtype=torch.long, device=device)
     p0 = 0
     for g0, g1 in _size_sorted_chunks(pos_counts_h, 2 * d * 4, budget):
         p1 = p0 + sum(pos_counts_h[g0:g1])
-        index = _pad_by_group(pos_rank[p0:p1] - g0, g1 - g0, pos_counts_h[g0])
+        index = pad_by_group(pos_rank[p0:p1] - g0, g1 - g0, pos_counts_h[g0])
         groups = pos_groups[g0:g1]
         k_chunk = max(max(eff_k_h[g0:g1]), 1)
         mu_c, V_c = _positive_subspace(h_flat, pos_flat[p0:p1], index, torch.tensor(eff_k_h[g0:g1], device=device),
@@ -539,7 +272,7 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
     n0 = 0
     for g0, g1 in _size_sorted_chunks(neg_counts_h, 2 * d * 4, budget):
         n1 = n0 + sum(neg_counts_h[g0:g1])
-        index = _pad_by_group(neg_rank[n0:n1] - g0, g1 - g0, neg_counts_h[g0])
+        index = pad_by_group(neg_rank[n0:n1] - g0, g1 - g0, neg_counts_h[g0])
         groups = neg_groups[g0:g1]
         w = _negative_weights(h_flat, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
                               mu[groups], V[groups], eff_k[groups], cfg, stats_acc)
@@ -555,7 +288,7 @@ def _positive_subspace(h_flat, pos_flat, pos_index, eff_k, k_max, cfg, test_matr
     pos_valid = pos_index >= 0                                         # (Gc, M_pad)
     counts = pos_valid.sum(dim=1)
     # step 4: LN on the gathered valid tokens only, centred on the sampled positives' mean
-    Xp, var = _gather_centred(h_flat, pos_flat[pos_index.clamp(min=0)])   # (Gc, M_pad, d)
+    Xp, var = gather_centred(h_flat, pos_flat[pos_index.clamp(min=0)])   # (Gc, M_pad, d)
     Xp.mul_((torch.rsqrt(var + cfg.ln_eps) * pos_valid)[..., None])      # LN(h), zero rows on padding
     mu = Xp.sum(dim=1) / counts.clamp(min=1)[:, None].to(Xp.dtype)    # (Gc, d)  μ+
     Xp.sub_(mu[:, None, :]).mul_(pos_valid[..., None])                 # X+ (zero rows on padding)
@@ -579,7 +312,7 @@ def _negative_weights(h_flat, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg
     # step 6: R = (‖x‖² − ‖V_kᵀx‖²) / d with x = LN(h) − μ+ = s·c − μ+ (c = h − mean(h),
     # s = 1/sqrt(var(h) + eps)), from per-token statistics and one product of c with [V | μ+]:
     # neither the layer-normed negatives nor a residual tensor is ever materialised.
-    c, var = _gather_centred(h_flat, neg_flat[neg_index.clamp(min=0)])   # (Gc, N_pad, d), (Gc, N_pad)
+    c, var = gather_centred(h_flat, neg_flat[neg_index.clamp(min=0)])   # (Gc, N_pad, d), (Gc, N_pad)
     s_inv = torch.rsqrt(var + cfg.ln_eps)
     P = c @ torch.cat([V, mu[:, :, None]], dim=2)                      # (Gc, N_pad, k+1): cᵀV, cᵀμ
     del c
