@@ -258,11 +258,11 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
         index = pad_by_group(pos_rank[p0:p1] - g0, g1 - g0, pos_counts_h[g0])
         groups = pos_groups[g0:g1]
         k_chunk = max(max(eff_k_h[g0:g1]), 1)
-        mu_c, V_c = _positive_subspace(h_flat, pos_flat[p0:p1], index, torch.tensor(eff_k_h[g0:g1], device=device),
-                                       k_chunk, cfg, test_matrix, stats_acc)
-        mu[groups], V[groups, :, :k_chunk], eff_k[groups] = mu_c, V_c, torch.tensor(eff_k_h[g0:g1], device=device)
+        eff_k_c = torch.tensor(eff_k_h[g0:g1], device=device)
+        mu_c, V_c = _positive_subspace(h_flat, pos_flat[p0:p1], index, eff_k_c, k_chunk, cfg, test_matrix, stats_acc)
+        mu[groups], V[groups, :, :k_chunk], eff_k[groups] = mu_c, V_c, eff_k_c
         p0 = p1
-    stats_acc.num_pos.append(torch.tensor(pos_counts_h, dtype=torch.float32))
+    stats_acc.num_pos.append(torch.tensor(pos_counts_h, dtype=torch.float32, device=device))
 
     # ---- phase 2: negatives -> residuals -> ω   (steps 6-7)
     neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
