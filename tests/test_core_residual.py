@@ -337,3 +337,15 @@ def test_subsampled_weights_are_close_to_full_weights():
     sub, stats = run(hidden, mask, adv, groups, rank=4, svd="exact", max_pos_tokens=256)
     assert stats["num_pos_tokens"] <= 256
     assert float((full - sub).abs().mean()) < 0.05 * float(adv.abs().max())
+
+
+def test_non_contiguous_states_give_the_same_result():
+    # e.g. the engine's response-aligned slice hidden[:, P-1:-1] of the full sequence's states
+    hidden, mask, adv, groups, _ = random_batch(21, num_groups=3, group_size=4, T=20, d=12)
+    full = torch.randn(hidden.shape[0], hidden.shape[1] + 7, hidden.shape[2])
+    full[:, 3:3 + hidden.shape[1]] = hidden
+    sliced = full[:, 3:3 + hidden.shape[1]]
+    assert not sliced.is_contiguous()
+    a, _ = run(hidden, mask, adv, groups, rank=4)
+    b, _ = run(sliced, mask, adv, groups, rank=4)
+    assert torch.equal(a, b)

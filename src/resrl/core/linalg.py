@@ -18,15 +18,20 @@ def compute_dtype(hidden: Tensor) -> torch.dtype:
     return torch.float64 if hidden.dtype == torch.float64 else torch.float32
 
 
-def gather_centred(h_flat: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
-    """Gather rows of h_flat in the compute dtype (float64 for float64 states, float32 otherwise),
+def gather_centred(hidden: Tensor, rows: Tensor) -> tuple[Tensor, Tensor]:
+    """Gather token states in the compute dtype (float64 for float64 states, float32 otherwise),
     centred in place on their own mean, and their variance.
 
-    h_flat (N, d), rows (...) int64 -> (h − mean(h)) (..., d), var(h) (...). Two-pass (mean,
-    then the centred sum of squares), which is exact where E[h²] − E[h]² would cancel, and several
-    times faster on CPU than torch.var_mean or a fused layer norm."""
-    h = h_flat[rows]
-    h = h.to(compute_dtype(h_flat))
+    hidden (B, T, d) (any strides: never copied whole), rows (...) int64 flat indices b·T + t ->
+    (h − mean(h)) (..., d), var(h) (...). Two-pass (mean, then the centred sum of squares), which is
+    exact where E[h²] − E[h]² would cancel, and several times faster on CPU than torch.var_mean or a
+    fused layer norm."""
+    B, T, d = hidden.shape
+    if hidden.is_contiguous():
+        h = torch.index_select(hidden.view(B * T, d), 0, rows.reshape(-1)).view(*rows.shape, d)
+    else:  # a strided view (e.g. a response slice of the full sequence): index it in place
+        h = hidden[rows // T, rows % T]
+    h = h.to(compute_dtype(hidden))
     h.sub_(h.mean(dim=-1, keepdim=True))
     var = torch.linalg.vector_norm(h, dim=-1).square_().div_(h.shape[-1])
     return h, var

@@ -129,7 +129,7 @@ def resrl_token_advantages(
     stats_acc = _StatsAccumulator(device)
     if bool(active.any()):
         _reweight_active_groups(
-            hidden.reshape(B * T, d), valid_b * T + valid_t, tok_group, tok_pos, t_valid, from_end,
+            hidden, valid_b * T + valid_t, tok_group, tok_pos, t_valid, from_end,
             gid, is_pos, active, G, cfg, omega, stats_acc,
         )
 
@@ -220,15 +220,15 @@ def _sorted_by_group_size(items_flat: Tensor, items_group: Tensor, active: Tenso
     return items_flat[o], rank[o], order[:Ga], counts[order[:Ga]].tolist()
 
 
-def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, from_end, gid, is_pos,
+def _reweight_active_groups(hidden, tok_flat_idx, tok_group, tok_pos, t_valid, from_end, gid, is_pos,
                             active, G, cfg, omega, stats_acc):
     """Fill ω (B, T) for the negative tokens of every reweighted group (spec §2 steps 3-7).
 
     Two phases, each over chunks of groups of similar size (little padding): the positives give
     each group its μ+ and V_k (steps 3-5), then the negatives are scored against them (steps 6-7).
     """
-    device = h_flat.device
-    d = h_flat.shape[1]
+    device = hidden.device
+    d = hidden.shape[2]
     T = omega.shape[1]
     sel = active[tok_group]
     budget = cfg.chunk_mb << 20
@@ -248,7 +248,7 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
     if cfg.svd == "randomized":  # one Gaussian test matrix for all groups, deterministic in the seed
         gen = torch.Generator(device="cpu").manual_seed(cfg.seed)
         test_matrix = torch.randn(d, k_max + cfg.oversample, generator=gen).to(device)
-    dtype = compute_dtype(h_flat)
+    dtype = compute_dtype(hidden)
     mu = torch.zeros(G, d, device=device, dtype=dtype)
     V = torch.zeros(G, d, k_max, device=device, dtype=dtype)
     eff_k = torch.zeros(G, dtype=torch.long, device=device)
@@ -259,7 +259,7 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
         groups = pos_groups[g0:g1]
         k_chunk = max(max(eff_k_h[g0:g1]), 1)
         eff_k_c = torch.tensor(eff_k_h[g0:g1], device=device)
-        mu_c, V_c = _positive_subspace(h_flat, pos_flat[p0:p1], index, eff_k_c, k_chunk, cfg, test_matrix, stats_acc)
+        mu_c, V_c = _positive_subspace(hidden, pos_flat[p0:p1], index, eff_k_c, k_chunk, cfg, test_matrix, stats_acc)
         mu[groups], V[groups, :, :k_chunk], eff_k[groups] = mu_c, V_c, eff_k_c
         p0 = p1
     stats_acc.num_pos.append(torch.tensor(pos_counts_h, dtype=torch.float32, device=device))
@@ -274,7 +274,7 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
         n1 = n0 + sum(neg_counts_h[g0:g1])
         index = pad_by_group(neg_rank[n0:n1] - g0, g1 - g0, neg_counts_h[g0])
         groups = neg_groups[g0:g1]
-        w = _negative_weights(h_flat, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
+        w = _negative_weights(hidden, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
                               mu[groups], V[groups], eff_k[groups], cfg, stats_acc)
         valid = index >= 0
         omega_neg[n0:n1][index[valid]] = w[valid].float()
@@ -282,13 +282,13 @@ def _reweight_active_groups(h_flat, tok_flat_idx, tok_group, tok_pos, t_valid, f
     omega.view(-1)[neg_flat] = omega_neg
 
 
-def _positive_subspace(h_flat, pos_flat, pos_index, eff_k, k_max, cfg, test_matrix, stats_acc):
+def _positive_subspace(hidden, pos_flat, pos_index, eff_k, k_max, cfg, test_matrix, stats_acc):
     """μ+ (Gc, d) and V_k (Gc, d, k_max) of a chunk of groups (steps 4-5); columns beyond a group's
     effective k are zero. pos_index (Gc, M_pad) indexes `pos_flat`, −1 on padding."""
     pos_valid = pos_index >= 0                                         # (Gc, M_pad)
     counts = pos_valid.sum(dim=1)
     # step 4: LN on the gathered valid tokens only, centred on the sampled positives' mean
-    Xp, var = gather_centred(h_flat, pos_flat[pos_index.clamp(min=0)])   # (Gc, M_pad, d)
+    Xp, var = gather_centred(hidden, pos_flat[pos_index.clamp(min=0)])   # (Gc, M_pad, d)
     Xp.mul_((torch.rsqrt(var + cfg.ln_eps) * pos_valid)[..., None])      # LN(h), zero rows on padding
     mu = Xp.sum(dim=1) / counts.clamp(min=1)[:, None].to(Xp.dtype)    # (Gc, d)  μ+
     Xp.sub_(mu[:, None, :]).mul_(pos_valid[..., None])                 # X+ (zero rows on padding)
@@ -304,15 +304,15 @@ def _positive_subspace(h_flat, pos_flat, pos_index, eff_k, k_max, cfg, test_matr
     return mu, V
 
 
-def _negative_weights(h_flat, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg, stats_acc):
+def _negative_weights(hidden, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg, stats_acc):
     """ω of a chunk of groups' negatives (steps 6-7). neg_index (Gc, N_pad) indexes `neg_flat`, −1 on
     padding; mu (Gc, d), V (Gc, d, k), eff_k (Gc,). Returns (Gc, N_pad) float32 (meaningless on padding)."""
-    d = h_flat.shape[1]
+    d = hidden.shape[2]
     neg_valid = neg_index >= 0                                         # (Gc, N_pad)
     # step 6: R = (‖x‖² − ‖V_kᵀx‖²) / d with x = LN(h) − μ+ = s·c − μ+ (c = h − mean(h),
     # s = 1/sqrt(var(h) + eps)), from per-token statistics and one product of c with [V | μ+]:
     # neither the layer-normed negatives nor a residual tensor is ever materialised.
-    c, var = gather_centred(h_flat, neg_flat[neg_index.clamp(min=0)])   # (Gc, N_pad, d), (Gc, N_pad)
+    c, var = gather_centred(hidden, neg_flat[neg_index.clamp(min=0)])   # (Gc, N_pad, d), (Gc, N_pad)
     s_inv = torch.rsqrt(var + cfg.ln_eps)
     P = c @ torch.cat([V, mu[:, :, None]], dim=2)                      # (Gc, N_pad, k+1): cᵀV, cᵀμ
     del c
