@@ -88,13 +88,14 @@ METHODS = {
 
 
 def time_method(fn, inputs, repeats):
-    fn(*inputs)  # warm-up
+    """Best of `repeats` after a warm-up (as timeit: the least-disturbed run of each method)."""
+    fn(*inputs)
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
         fn(*inputs)
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return min(times)
 
 
 def _status_kib(field):
@@ -146,14 +147,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="small shape only, fewer repeats")
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--no-memory", action="store_true", help="skip the child-process memory peaks")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     shapes = {"small": SHAPES["small"]} if args.quick else SHAPES
     repeats = 1 if args.quick else args.repeats
 
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, median of {repeats} run(s)\n")
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, best of {repeats} run(s)\n")
     header = f"{'shape':<34}{'method':<30}{'time (s)':>10}{'speed-up':>10}{'peak MiB':>10}"
     print(header)
     print("-" * len(header))
