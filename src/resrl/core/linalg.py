@@ -81,8 +81,8 @@ def top_right_singular_vectors(X: Tensor, k: int, mode: str, oversample: int, po
 
     "randomized": Halko-Martinsson-Tropp range finder with q = k + oversample columns and
     `power_iters` QR-stabilised power iterations, then the SVD of the small (q, d) matrix QᵀX.
-    `omega` is the (d, q) Gaussian test matrix, shared by all groups so that the result of a group
-    does not depend on which other groups share its batch. Falls back to exact when q >= min(M, d).
+    `omega` is the (d, q) Gaussian test matrix, shared by all groups (results do not depend on the
+    order of the batch). Falls back to exact when q >= min(M, d).
     """
     G, M, d = X.shape
     q = k + oversample
