@@ -25,7 +25,7 @@ from torch import Tensor
 
 from .linalg import compute_dtype, gather_centred, pad_by_group, quantiles_per_row, top_right_singular_vectors
 from .resrl_config import ResRLConfig
-from .sampling import rank_in_group, sample_positive_tokens
+from .sampling import sample_positive_tokens, token_layout
 
 # --------------------------------------------------------------------------------------------
 # input checks
@@ -110,33 +110,24 @@ def resrl_token_advantages(
 
     is_pos = adv > 0                                                   # (B,)  P = {Â > 0}
     omega = torch.ones(B, T, dtype=torch.float32, device=device)       # ω = 1 unless reweighted
-    _, gid = torch.unique(group_index, return_inverse=True)           # dense group ids (B,)
-    G = int(gid.max()) + 1 if B else 0
-
-    lengths = mask.sum(dim=1)                                          # (B,)
-    valid_b, valid_t = mask.nonzero(as_tuple=True)                     # (N,) row-major order
-    t_valid = (torch.cumsum(mask, dim=1) - 1)[valid_b, valid_t]        # position among valid tokens
-    from_end = lengths[valid_b] - 1 - t_valid                          # 0 = last valid token
-    tok_group = gid[valid_b]
-    tok_pos = is_pos[valid_b]
+    layout = token_layout(mask, group_index)                           # valid tokens, dense group ids
+    G, tok_group = layout.num_groups, layout.group
+    tok_pos = is_pos[layout.b]
 
     # a group is reweighted when it has a positive response and a valid negative token
     pos_tokens_per_group = torch.bincount(tok_group[tok_pos], minlength=G)
     neg_tokens_per_group = torch.bincount(tok_group[~tok_pos], minlength=G)
-    has_pos = torch.bincount(gid[is_pos], minlength=G) > 0
+    has_pos = torch.bincount(layout.gid[is_pos], minlength=G) > 0
     active = (pos_tokens_per_group > 0) & (neg_tokens_per_group > 0)
 
     stats_acc = _StatsAccumulator(device)
     if bool(active.any()):
-        _reweight_active_groups(
-            hidden, valid_b * T + valid_t, tok_group, tok_pos, t_valid, from_end,
-            gid, is_pos, active, G, cfg, omega, stats_acc,
-        )
+        _reweight_active_groups(hidden, layout, tok_pos, is_pos, active, cfg, omega, stats_acc)
 
     if cfg.truncation_guard and truncated is not None:
         # spec §2 step 7: a truncated negative keeps full weight on its last `truncation_tail` tokens
-        guard = truncated[valid_b] & ~tok_pos & (from_end < cfg.truncation_tail)
-        omega[valid_b[guard], valid_t[guard]] = 1.0
+        guard = truncated[layout.b] & ~tok_pos & (layout.from_end < cfg.truncation_tail)
+        omega[layout.b[guard], layout.t[guard]] = 1.0
 
     # step 8
     seq_adv = adv[:, None].expand(B, T)
@@ -145,7 +136,7 @@ def resrl_token_advantages(
 
     # ω statistics over the valid negative tokens of reweighted groups (where the method acts)
     neg_in_active = (~tok_pos) & active[tok_group]
-    w = omega[valid_b[neg_in_active], valid_t[neg_in_active]]
+    w = omega[layout.b[neg_in_active], layout.t[neg_in_active]]
     stats = stats_acc.finish(w, cfg.min_weight, int(has_pos.sum()), G)
     return token_adv, stats
 
@@ -220,8 +211,7 @@ def _sorted_by_group_size(items_flat: Tensor, items_group: Tensor, active: Tenso
     return items_flat[o], rank[o], order[:Ga], counts[order[:Ga]].tolist()
 
 
-def _reweight_active_groups(hidden, tok_flat_idx, tok_group, tok_pos, t_valid, from_end, gid, is_pos,
-                            active, G, cfg, omega, stats_acc):
+def _reweight_active_groups(hidden, layout, tok_pos, is_pos, active, cfg, omega, stats_acc):
     """Fill ω (B, T) for the negative tokens of every reweighted group (spec §2 steps 3-7).
 
     Two phases, each over chunks of groups of similar size (little padding): the positives give
@@ -229,19 +219,14 @@ def _reweight_active_groups(hidden, tok_flat_idx, tok_group, tok_pos, t_valid, f
     """
     device = hidden.device
     d = hidden.shape[2]
-    T = omega.shape[1]
+    G, tok_group = layout.num_groups, layout.group
     sel = active[tok_group]
     budget = cfg.chunk_mb << 20
 
     # ---- phase 1: positives -> μ+ (G, d), V_k (G, d, k_max), effective k (G,)   (steps 3-5)
-    pos_sel = (sel & tok_pos).nonzero(as_tuple=True)[0]
-    keep = sample_positive_tokens(
-        tok_flat_idx[pos_sel], tok_group[pos_sel], t_valid[pos_sel], from_end[pos_sel],
-        rank_in_group(gid, G)[tok_flat_idx[pos_sel] // T],
-        torch.bincount(gid[is_pos], minlength=G).clamp(min=1), cfg,
-    )
+    kept = sample_positive_tokens(layout, is_pos, sel & tok_pos, cfg)
     pos_flat, pos_rank, pos_groups, pos_counts_h = _sorted_by_group_size(
-        tok_flat_idx[pos_sel][keep], tok_group[pos_sel][keep], active)
+        layout.flat[kept], tok_group[kept], active)
     eff_k_h = [max(0, min(m - 1, cfg.rank, d)) for m in pos_counts_h]
     k_max = max(max(eff_k_h), 1)
     test_matrix = None
@@ -267,7 +252,7 @@ def _reweight_active_groups(hidden, tok_flat_idx, tok_group, tok_pos, t_valid, f
     # ---- phase 2: negatives -> residuals -> ω   (steps 6-7)
     neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
     neg_flat, neg_rank, neg_groups, neg_counts_h = _sorted_by_group_size(
-        tok_flat_idx[neg_sel], tok_group[neg_sel], active)
+        layout.flat[neg_sel], tok_group[neg_sel], active)
     omega_neg = torch.empty(neg_flat.numel(), dtype=torch.float32, device=device)
     n0 = 0
     for g0, g1 in _size_sorted_chunks(neg_counts_h, 2 * d * 4, budget):
