@@ -15,6 +15,14 @@ from typing import Hashable, Sequence
 import numpy as np
 
 
+def ks_up_to(n: int) -> list[int]:
+    """The k values papers plot for n samples: 1, 2, 4, ... up to n, and n itself."""
+    if n < 1:
+        raise ValueError(f"ks_up_to: n must be >= 1, got {n}")
+    ks = [2 ** i for i in range(n.bit_length()) if 2 ** i <= n]
+    return ks if ks[-1] == n else ks + [n]
+
+
 def pass_at_k(num_samples, num_correct, k: int) -> np.ndarray:
     """Unbiased pass@k per problem.
 

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from resrl.data.synthetic import Problem, extract_answer, is_correct
-from resrl.metrics import avg_at_k, pass_at_k
+from resrl.metrics import avg_at_k, ks_up_to, pass_at_k
 
 
 @dataclass
@@ -37,17 +37,6 @@ class EvalResult:
     def to_dict(self) -> dict:
         return {"greedy": self.greedy, "avg": self.avg, "pass_at": {str(k): v for k, v in self.pass_at.items()},
                 "mean_length": self.mean_length, "truncated": self.truncated}
-
-
-def ks_up_to(n: int) -> list[int]:
-    """1, 2, 4, ... up to n (and n itself)."""
-    ks, k = [], 1
-    while k <= n:
-        ks.append(k)
-        k *= 2
-    if ks[-1] != n:
-        ks.append(n)
-    return ks
 
 
 def greedy_completions(model, tokenizer, prompts: Sequence[str], max_new_tokens: int, batch_size: int) -> list[str]:

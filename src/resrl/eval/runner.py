@@ -28,6 +28,7 @@ from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompt
 from resrl.eval.generation import GenerationJob, Generator, HFGenerator, VLLMGenerator, vllm_available
 from resrl.eval.report import benchmark_metrics, markdown_table, overall_metrics
 from resrl.eval.scoring import Scorer
+from resrl.metrics import ks_up_to
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +84,7 @@ class EvalConfig:
         if not isinstance(self.n, int) or self.n < 1:
             bad("n", f"must be an int >= 1, got {self.n!r}")
         if self.ks is None or len(self.ks) == 0:
-            self.ks = tuple(sorted(set(_powers_of_two(self.n)) | {self.n}))
+            self.ks = tuple(ks_up_to(self.n))
         self.ks = tuple(sorted({int(k) for k in self.ks}))
         if self.ks[0] < 1:
             bad("ks", f"every k must be >= 1, got {self.ks}")
@@ -100,10 +101,6 @@ class EvalConfig:
             bad("backend", f"must be 'hf', 'vllm' or 'auto', got {self.backend!r}")
         if self.limit is not None and (not isinstance(self.limit, int) or self.limit < 1):
             bad("limit", f"must be a positive int or None, got {self.limit!r}")
-
-
-def _powers_of_two(n: int) -> list[int]:
-    return [2 ** i for i in range(n.bit_length()) if 2 ** i <= n]
 
 
 # ---- records on disk ----------------------------------------------------------------------------
