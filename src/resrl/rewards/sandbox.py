@@ -1,0 +1,296 @@
+"""Run untrusted Python programs against test inputs, one fresh sandboxed process per item.
+
+`run_job(job, limits, slot)` starts `python -I code_harness.py` (see that module for what happens
+inside) and returns the per-test records it streams back. The layers, outermost first:
+
+| layer | how | what it guarantees |
+|---|---|---|
+| namespaces | `unshare --net --pid --fork --mount --kill-child` (root), else `unshare --user --map-root-user ...` | no network (only a down loopback); the item's processes see only each other, and all of them die with the harness (pid 1); mounts stay private |
+| filesystem | a tmpfs root with read-only binds of /usr, /lib*, /bin, /etc and the interpreter's directories, then `chroot` | home directories, data sets and the repository are invisible; /tmp and /dev/shm are small fresh tmpfs that vanish with the item |
+| uid | `setuid` to an unprivileged uid per pool slot (root only) | RLIMIT_NPROC binds (it does not for root); nothing owned by others is writable; the harness is non-dumpable (no ptrace) |
+| rlimits | address space, file size, open files, processes, CPU time per test, no core files | memory / disk / fork bombs fail inside the item |
+| parent | wall deadline, whole process group SIGKILLed, stdout / stderr / results capped, scrubbed environment, temp directory removed | a hang or a flood costs at most the deadline; no inherited secrets |
+
+Which layers held is detected at run time (`detect_isolation()`, and the harness reports what it
+applied on each item); a missing one is logged once, never silently assumed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import marshal
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+logger = logging.getLogger(__name__)
+
+HARNESS = Path(__file__).with_name("code_harness.py")
+_SCRUBBED_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Resource limits of one item (each test case runs in a fork of the item's harness).
+
+    memory_mb      RLIMIT_AS of every process of the item (address space, not resident memory)
+    file_size_mb   RLIMIT_FSIZE: largest file a process may write (a bigger write kills it, SIGXFSZ)
+    open_files     RLIMIT_NOFILE
+    processes      RLIMIT_NPROC for the sandbox uid: the harness, the test and what the test forks
+    output_kb      stdout kept per test (more fails the test) and per stream of the harness
+    tmpfs_mb       size of the item's /tmp and /dev/shm
+    startup_s      wall-time allowance for the interpreter start, on top of the tests' time
+    """
+
+    memory_mb: int = 1024
+    file_size_mb: int = 16
+    open_files: int = 64
+    processes: int = 32
+    output_kb: int = 1024
+    tmpfs_mb: int = 64
+    startup_s: float = 5.0
+
+
+@dataclass
+class Isolation:
+    """What the machine allows (found once per process by `detect_isolation`)."""
+
+    unshare_prefix: list[str] = field(default_factory=list)  # argv prefix, [] = no namespaces
+    namespaces: list[str] = field(default_factory=list)      # e.g. ["net", "pid", "mount"]
+    drop_uid: bool = False                                   # root: setuid to a sandbox uid
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class JobOutcome:
+    """Raw harness output for one item: per-test records (dicts from the harness), in test order."""
+
+    records: list[dict] = field(default_factory=list)
+    layers: dict = field(default_factory=dict)
+    timed_out: bool = False         # the item's wall deadline passed (the harness was killed)
+    stopped_early: bool = False     # the caller's `on_record` asked to stop
+    error: str | None = None        # harness crash / launch failure
+    seconds: float = 0.0
+
+
+_ISOLATION: Isolation | None = None
+_ISOLATION_LOCK = threading.Lock()
+
+
+def _probe(prefix: list[str]) -> bool:
+    try:
+        out = subprocess.run([*prefix, sys.executable, "-I", "-S", "-c", "import os; print(os.getpid())"],
+                             capture_output=True, timeout=30, env={"PATH": _SCRUBBED_PATH})
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return out.returncode == 0 and out.stdout.strip() == b"1"
+
+
+def detect_isolation(refresh: bool = False) -> Isolation:
+    """Which namespaces `unshare` can create here, and whether to drop to a sandbox uid."""
+    global _ISOLATION
+    with _ISOLATION_LOCK:
+        if _ISOLATION is not None and not refresh:
+            return _ISOLATION
+        iso = Isolation()
+        unshare = shutil.which("unshare", path=_SCRUBBED_PATH)
+        base = ["--net", "--pid", "--fork", "--mount", "--kill-child"]
+        if unshare is None:
+            iso.notes.append("no `unshare` binary: no network, pid or mount namespace")
+        elif os.geteuid() == 0 and _probe([unshare, *base]):
+            iso.unshare_prefix = [unshare, *base]
+            iso.namespaces = ["net", "pid", "mount"]
+        elif _probe([unshare, "--user", "--map-root-user", *base]):
+            iso.unshare_prefix = [unshare, "--user", "--map-root-user", *base]
+            iso.namespaces = ["user", "net", "pid", "mount"]
+        else:
+            iso.notes.append("`unshare` cannot create namespaces here (no user namespaces?): the program "
+                             "has the network, sees the host's processes and files readable by its uid")
+        iso.drop_uid = os.geteuid() == 0
+        if not iso.drop_uid:
+            iso.notes.append("not root: the program keeps this uid, and RLIMIT_NPROC counts all of its processes")
+        for note in iso.notes:
+            logger.warning("code sandbox: %s", note)
+        _ISOLATION = iso
+        return iso
+
+
+def sandbox_uid(slot: int) -> int:
+    """An unprivileged uid for one pool slot: distinct per slot (RLIMIT_NPROC is per uid) and per
+    process (two trainers on one host do not share a process budget, modulo collisions)."""
+    return 200_000 + (os.getpid() % 8192) * 64 + (slot % 64)
+
+
+def _import_path() -> list[str]:
+    """The caller's sys.path without the current directory: the program sees the same packages."""
+    return [p for p in sys.path if p and os.path.isabs(p)]
+
+
+def _interpreter_dirs() -> list[str]:
+    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    dirs |= {p for p in _import_path() if os.path.isdir(p)}
+    return sorted({os.path.realpath(d) for d in dirs} - {"/", "/tmp"})
+
+
+def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_timeout_s: float,
+            slot: int = 0, on_record: Callable[[dict], bool] | None = None) -> JobOutcome:
+    """Run one item in the sandbox. `job`: {"code", "mode": "stdio"|"call"|"check", "inputs",
+    "fn_name"?}. `on_record(record) -> bool` sees each test's record as it arrives; False stops the
+    item (the rest count as not run). Never raises for anything the program does."""
+    iso = detect_isolation()
+    start = time.perf_counter()
+    outcome = JobOutcome()
+    tmp = tempfile.mkdtemp(prefix="resrl-code-")
+    read_fd, write_fd = os.pipe()
+    proc = None
+    try:
+        uid = sandbox_uid(slot) if iso.drop_uid else None
+        full = {**job, "uid": uid, "mount": "mount" in iso.namespaces,
+                "root_mountpoint": os.path.join(tmp, "root"), "expose": _interpreter_dirs(),
+                "test_timeout_s": float(test_timeout_s), "total_timeout_s": float(total_timeout_s),
+                "tmpfs_bytes": limits.tmpfs_mb << 20,
+                "limits": {"memory_bytes": limits.memory_mb << 20, "file_size_bytes": limits.file_size_mb << 20,
+                           "open_files": limits.open_files, "processes": limits.processes,
+                           "output_bytes": limits.output_kb << 10}}
+        os.mkdir(full["root_mountpoint"])
+        full["sys_path"] = _import_path()
+        job_path = os.path.join(tmp, "job.marshal")
+        with open(job_path, "wb") as f:
+            marshal.dump(full, f)
+        # -I: no PYTHON* variables, no user site; -S: no site import (the harness sets sys.path)
+        argv = [*iso.unshare_prefix, sys.executable, "-I", "-S", "-B", str(HARNESS), job_path, str(write_fd)]
+        env = {"PATH": _SCRUBBED_PATH, "LANG": "C.UTF-8", "HOME": tmp, "PYTHONHASHSEED": "0"}
+        try:
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    pass_fds=(write_fd,), cwd=tmp, env=env, start_new_session=True)
+        except OSError as exc:
+            outcome.error = f"cannot start the sandbox: {exc}"
+            return outcome
+        finally:
+            os.close(write_fd)
+        deadline = time.monotonic() + total_timeout_s + limits.startup_s
+        expected = 1 if job["mode"] == "check" else len(job["inputs"])
+        _pump(proc, read_fd, limits, deadline, outcome, on_record, expected)
+    finally:
+        if proc is not None:
+            _kill_group(proc)
+        os.close(read_fd)
+        shutil.rmtree(tmp, ignore_errors=True)
+        outcome.seconds = time.perf_counter() - start
+    return outcome
+
+
+def _pump(proc, read_fd: int, limits: SandboxLimits, deadline: float, outcome: JobOutcome, on_record,
+          expected: int) -> None:
+    """Read results / stdout / stderr until every test has reported (the namespaces' teardown is
+    not waited for), the harness closes them, the deadline passes, or `on_record` says stop."""
+    cap = limits.output_kb << 10
+    record_cap = cap * 2 + 4096  # one result line: stdout (escaped) and error text
+    sel = selectors.DefaultSelector()
+    buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray(), read_fd: bytearray()}
+    for fd in buffers:
+        os.set_blocking(fd, False)
+        sel.register(fd, selectors.EVENT_READ)
+    open_fds = set(buffers)
+    try:
+        while open_fds:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                outcome.timed_out = True
+                return
+            for key, _ in sel.select(timeout=remaining):
+                fd = key.fd
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                    continue
+                buf = buffers[fd]
+                if fd != read_fd:  # the harness's own output: keep the first `cap` bytes
+                    buf += chunk[: max(0, cap - len(buf))]
+                    continue
+                buf += chunk
+                while b"\n" in buf:
+                    line, _, rest = bytes(buf).partition(b"\n")
+                    buf[:] = rest
+                    if not _take_record(line, outcome, on_record):
+                        outcome.stopped_early = len(outcome.records) < expected
+                        return
+                    if len(outcome.records) >= expected:
+                        return
+                if len(buf) > record_cap:
+                    outcome.error = "sandbox result line over the size limit"
+                    return
+    finally:
+        sel.close()
+        if len(outcome.records) < expected and outcome.error is None and not outcome.timed_out:
+            try:
+                proc.wait(timeout=max(0.0, min(1.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                pass
+            err = bytes(buffers[proc.stderr.fileno()]).decode("utf-8", "replace").strip()
+            if not outcome.stopped_early:
+                outcome.error = (f"the sandbox harness stopped after {len(outcome.records)} of {expected} tests "
+                                 f"(exit status {proc.returncode})" + (f": {err[-300:]}" if err else ""))
+
+
+def _take_record(line: bytes, outcome: JobOutcome, on_record) -> bool:
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError:
+        outcome.error = "malformed sandbox result line"
+        return False
+    if "layers" in record:
+        outcome.layers = record["layers"]
+        return True
+    outcome.records.append(record)
+    return True if on_record is None else bool(on_record(record))
+
+
+_DYING: list = []  # killed item processes whose exit (namespace teardown) has not been reaped yet
+_DYING_LOCK = threading.Lock()
+
+
+def _kill_group(proc) -> None:
+    """SIGKILL the item's whole process group (unshare, the harness, anything left in the group;
+    the pid namespace takes every other process of the item with its pid 1). The exit itself —
+    tearing down the namespaces takes milliseconds — is reaped later, off the item's clock."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for stream in (proc.stdout, proc.stderr):
+        if stream is not None:
+            stream.close()
+    with _DYING_LOCK:
+        _DYING.append(proc)
+        _DYING[:] = [p for p in _DYING if p.poll() is None]
+
+
+def reap_dying(timeout_s: float = 10.0) -> int:
+    """Wait for killed items to finish exiting; returns how many are still not gone."""
+    deadline = time.monotonic() + timeout_s
+    with _DYING_LOCK:
+        for p in list(_DYING):
+            try:
+                p.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                continue
+        _DYING[:] = [p for p in _DYING if p.poll() is None]
+        return len(_DYING)
+
+
+__all__ = ["SandboxLimits", "Isolation", "JobOutcome", "detect_isolation", "run_job", "sandbox_uid", "reap_dying", "HARNESS"]

@@ -1,0 +1,228 @@
+"""Hostile programs in the code sandbox: each is contained, the test process is unharmed, and no
+process of the item survives it. Limits are tight on purpose (2 shared cores): 1 s per test,
+256 MB address space, 16 processes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from pathlib import Path
+
+import pytest
+
+from resrl.rewards.code import run_tests
+from resrl.rewards.sandbox import SandboxLimits, detect_isolation, reap_dying, sandbox_uid
+
+TIGHT = SandboxLimits(memory_mb=256, file_size_mb=1, open_files=32, processes=16, output_kb=64, tmpfs_mb=8,
+                      startup_s=10.0)
+ECHO_TESTS = {"inputs": ["1\n", "2\n", "3\n"], "outputs": ["2", "4", "6"]}
+ISO = detect_isolation()
+needs_netns = pytest.mark.skipif("net" not in ISO.namespaces, reason="no network namespace on this machine")
+needs_pidns = pytest.mark.skipif("pid" not in ISO.namespaces, reason="no pid namespace on this machine")
+needs_mountns = pytest.mark.skipif("mount" not in ISO.namespaces, reason="no mount namespace on this machine")
+
+
+def run(code: str, tests: dict = ECHO_TESTS, timeout_s: float = 1.0, **kw):
+    return run_tests(code, tests, timeout_s, limits=TIGHT, **kw)
+
+
+def sandbox_pids() -> list[int]:
+    """Live processes running as this process's sandbox uids (slots 0-3)."""
+    uids = {str(sandbox_uid(s)) for s in range(4)}
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            status = Path(f"/proc/{entry}/status").read_text()
+        except OSError:
+            continue
+        fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+        if fields.get("Uid", "").split()[:1] and fields["Uid"].split()[0] in uids and "Z" not in fields.get("State", ""):
+            found.append(int(entry))
+    return found
+
+
+def assert_nothing_left():
+    assert reap_dying(timeout_s=10.0) == 0
+    deadline = time.monotonic() + 5
+    while sandbox_pids() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert sandbox_pids() == []
+
+
+def assert_still_works():
+    res = run("print(int(input()) * 2)")
+    assert res.passed, res.error
+
+
+def test_honest_program_passes_and_layers_are_reported():
+    res = run("print(int(input()) * 2)")
+    assert res.passed and res.fraction == 1.0 and res.statuses == ["pass"] * 3
+    assert res.layers["netns"] == ("net" in ISO.namespaces)
+    assert res.layers["pidns"] == ("pid" in ISO.namespaces)
+    if os.geteuid() == 0:
+        assert res.layers["uid"] == sandbox_uid(0)
+
+
+def test_infinite_loop_times_out_within_the_limit():
+    start = time.perf_counter()
+    res = run("while True:\n    pass\n", timeout_s=0.5)
+    assert not res.passed and res.timed_out and res.statuses[0] == "timeout"
+    assert time.perf_counter() - start < 0.5 * 3 + 5  # three tests at most, plus start-up
+    assert_nothing_left()
+
+
+def test_infinite_loop_binary_reward_stops_at_the_first_failure():
+    start = time.perf_counter()
+    res = run("while True:\n    pass\n", timeout_s=0.5, stop_on_failure=True)
+    assert res.statuses == ["timeout", "not_run", "not_run"] and res.fraction == 0.0
+    assert time.perf_counter() - start < 0.5 + 5
+
+
+def test_fork_bomb_is_contained():
+    res = run("import os\nwhile True:\n    os.fork()\n", tests={"inputs": ["1\n"], "outputs": ["2"]})
+    assert not res.passed
+    assert_nothing_left()
+    assert_still_works()
+
+
+def test_memory_bomb_is_contained():
+    res = run("x = bytearray(1 << 34)\nprint(len(x))\n", tests={"inputs": ["1\n"], "outputs": ["2"]})
+    assert not res.passed and "MemoryError" in res.error
+    res = run("chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 24))\n",
+              tests={"inputs": ["1\n"], "outputs": ["2"]})
+    assert not res.passed and res.statuses[0] in ("error", "timeout")
+    assert_still_works()
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+def test_huge_output_is_capped(stream):
+    res = run(f"import sys\nwhile True:\n    sys.{stream}.write('x' * 10000)\n",
+              tests={"inputs": ["1\n"], "outputs": ["2"]})
+    assert not res.passed and res.statuses[0] in ("output_limit", "error")
+    assert len(res.error) < 2000  # only a capped tail of the output comes back
+    assert_nothing_left()
+
+
+@needs_mountns
+def test_writes_outside_the_work_dir_do_not_reach_the_host(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("intact")
+    targets = [str(victim), str(tmp_path / "new.txt"), "/tmp/resrl-sandbox-escape.txt",
+               str(Path(__file__).resolve().parent / "resrl-sandbox-escape.txt"), "/etc/resrl-escape"]
+    code = ("import os\n"
+            f"for path in {targets!r}:\n"
+            "    try:\n"
+            "        with open(path, 'w') as f:\n"
+            "            f.write('pwned')\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print(int(input()) * 2)\n")
+    res = run(code)
+    assert res.passed  # /tmp inside is a private tmpfs: writing there is allowed and vanishes
+    assert victim.read_text() == "intact"
+    for path in targets[1:]:
+        assert not os.path.exists(path), path
+
+
+def test_environment_secrets_are_not_inherited(monkeypatch):
+    monkeypatch.setenv("RESRL_TEST_SECRET", "hunter2")
+    code = ("import os\n"
+            "leak = os.environ.get('RESRL_TEST_SECRET')\n"
+            "try:\n"
+            "    leak = leak or ('hunter2' in open('/proc/self/environ').read() and 'hunter2')\n"
+            "except OSError:\n"
+            "    pass\n"
+            "input()\n"
+            "print(leak)\n")
+    res = run(code, tests={"inputs": ["1\n"], "outputs": ["None"]})
+    assert res.passed, res.error
+
+
+@needs_netns
+def test_no_network_connection_reaches_the_host():
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.1)
+    port = server.getsockname()[1]
+    code = ("import socket\n"
+            "try:\n"
+            f"    socket.create_connection(('127.0.0.1', {port}), timeout=0.5)\n"
+            "    print('connected')\n"
+            "except OSError:\n"
+            "    print('blocked')\n")
+    try:
+        res = run(code, tests={"inputs": [""], "outputs": ["blocked"]})
+        assert res.passed, res.error
+        with pytest.raises(socket.timeout):
+            server.accept()
+    finally:
+        server.close()
+
+
+def test_killing_the_parent_harms_nobody():
+    code = ("import os, signal\n"
+            "for pid in (os.getppid(), 1, -1):\n"
+            "    try:\n"
+            "        os.kill(pid, signal.SIGKILL)\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "print(int(input()) * 2)\n")
+    res = run(code)
+    assert os.getpid() > 0  # still here
+    assert res.fraction in (0.0, 1.0 / 3, 2.0 / 3, 1.0)  # an outcome, whatever the program did
+    assert_nothing_left()
+    assert_still_works()
+
+
+@needs_pidns
+def test_background_process_does_not_outlive_the_item():
+    code = ("import os, time\n"
+            "if os.fork() == 0:\n"
+            "    os.setsid()\n"
+            "    if os.fork() == 0:\n"
+            "        time.sleep(60)\n"
+            "    os._exit(0)\n"
+            "print(int(input()) * 2)\n")
+    res = run(code)
+    assert res.passed, res.error
+    assert_nothing_left()
+
+
+def test_deleting_files_in_the_work_dir_does_not_break_later_tests():
+    code = ("import os, shutil\n"
+            "for root in ('.', '..', '/tmp'):\n"
+            "    for name in os.listdir(root):\n"
+            "        path = os.path.join(root, name)\n"
+            "        try:\n"
+            "            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)\n"
+            "        except OSError:\n"
+            "            pass\n"
+            "print(int(input()) * 2)\n")
+    res = run(code)
+    assert res.passed, res.error  # the inputs of tests 2 and 3 were out of its reach
+    assert_still_works()
+
+
+def test_deep_recursion_with_a_raised_limit_crashes_only_the_item():
+    # recursion in C (the JSON encoder on a deeply nested list) overflows the C stack: SIGSEGV
+    crash = ("import sys, json\n"
+             "sys.setrecursionlimit(10 ** 7)\n"
+             "x = []\n"
+             "for _ in range(200000):\n"
+             "    x = [x]\n"
+             "print(json.dumps(x)[:1])\n")
+    res = run(crash, tests={"inputs": ["1\n"], "outputs": ["2"]})
+    assert not res.passed and res.statuses == ["error"] and "SIGSEGV" in res.error
+    # Python-level recursion (frames on the heap since 3.11) runs into the time or memory limit
+    deep = ("import sys\n"
+            "sys.setrecursionlimit(10 ** 7)\n"
+            "def f(n):\n"
+            "    return f(n + 1) + 1\n"
+            "f(0)\n")
+    res = run(deep, tests={"inputs": ["1\n"], "outputs": ["2"]}, timeout_s=1.0)
+    assert not res.passed and res.statuses[0] in ("error", "timeout")
+    assert_still_works()
