@@ -352,8 +352,9 @@ class CodeExecutor:
                     res = _failure(parsed[todo[key][0]][1], f"sandbox failure: {exc!r}"[:300])
                 if res.error and res.error.startswith("sandbox failure"):
                     self.stats["sandbox_failures"] += 1
-                for j, i in enumerate(todo[key]):
+                for j, i in enumerate(todo[key]):  # duplicates within the batch ran once
                     results[i] = res if j == 0 else CodeResult(**{**res.__dict__, "cached": True})
+                self.stats["cache_hits"] += len(todo[key]) - 1
                 if not res.timed_out and not (res.error or "").startswith("sandbox"):
                     with self._lock:
                         self._cache[key] = res
