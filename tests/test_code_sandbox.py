@@ -88,6 +88,25 @@ def test_fork_bomb_is_contained():
     assert_still_works()
 
 
+def test_process_limit_binds():
+    # a gentle check of what the fork bomb relies on: at most `processes` (16) live processes per
+    # sandbox uid, although the harness started as root (for root RLIMIT_NPROC alone does not bind)
+    code = ("import os, time\n"
+            "made = 0\n"
+            "for _ in range(40):\n"
+            "    try:\n"
+            "        if os.fork() == 0:\n"
+            "            time.sleep(3)\n"
+            "            os._exit(0)\n"
+            "        made += 1\n"
+            "    except OSError:\n"
+            "        break\n"
+            "print(made < 16)\n")
+    res = run(code, tests={"inputs": [""], "outputs": ["True"]}, timeout_s=2.0)
+    assert res.passed, res.error
+    assert_nothing_left()
+
+
 def test_memory_bomb_is_contained():
     res = run("x = bytearray(1 << 34)\nprint(len(x))\n", tests={"inputs": ["1\n"], "outputs": ["2"]})
     assert not res.passed and "MemoryError" in res.error

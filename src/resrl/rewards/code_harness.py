@@ -318,10 +318,11 @@ def _wait(pid, timeout_s):
     return status, True
 
 
-def _sweep(pid1):
-    """Kill every process left in the namespace (as pid 1, kill(-1) is namespace-scoped), then reap
-    what was re-parented to us, so nothing a test started outlives it."""
-    if pid1:
+def _sweep(kill_all):
+    """Kill every other process this item can signal, then reap what was re-parented to us, so
+    nothing a test started outlives it. kill(-1) reaches only this item's processes: as pid 1 it is
+    namespace-scoped, and without a pid namespace the sandbox uid is private to this pool slot."""
+    if kill_all:
         try:
             os.kill(-1, _SIGKILL)
         except OSError:
@@ -333,8 +334,13 @@ def _sweep(pid1):
                 return
 
 
-def main():
-    job_path, result_fd = sys.argv[1], int(sys.argv[2])
+def run():
+    """Entry point of the sandbox: `python -I -S -B -c BOOT HARNESS_DIR JOB_FILE RESULT_FD`."""
+    status = main(sys.argv[2], int(sys.argv[3]))
+    os._exit(status)  # everything went out through os.write; skip the interpreter's finalisation
+
+
+def main(job_path, result_fd):
     with open(job_path, "rb") as f:
         job = marshal.load(f)  # written by the parent (trusted); no `json` import here
     sys.path[:] = job.get("sys_path", sys.path)  # -S: the parent's import path, without site's cost
@@ -386,7 +392,7 @@ def main():
     cpu_s = int(test_timeout) + 1
     out_cap = int(job["limits"]["output_bytes"])
     deadline = time.monotonic() + float(job["total_timeout_s"])
-    pid1 = layers["pidns"]
+    kill_all = layers["pidns"] or uid is not None
     sys.stdout.flush()
     sys.stderr.flush()
     for i in range(n):
@@ -403,13 +409,13 @@ def main():
             pid = os.fork()
         except OSError as exc:
             _send(result_fd, {"i": i, "status": "error", "error": f"fork failed: {exc}", "seconds": 0.0})
-            _sweep(pid1)
+            _sweep(kill_all)
             continue
         if pid == 0:
             _child(job, i, code_obj, work, inputs, result_fd, cpu_s, out_fd, err_fd, ret_fd)
         status, timed_out = _wait(pid, min(test_timeout, remaining))
         seconds = time.monotonic() - start
-        _sweep(pid1)
+        _sweep(kill_all)
         out, capped = _read_head(out_fd, out_cap)
         err = _read_tail(err_fd, 1000).decode("utf-8", "replace")
         record = {"i": i, "seconds": round(seconds, 4), "stdout": out.decode("utf-8", "replace")}
@@ -436,5 +442,5 @@ def main():
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # python code_harness.py JOB_FILE RESULT_FD (debugging)
+    sys.exit(main(sys.argv[1], int(sys.argv[2])))
