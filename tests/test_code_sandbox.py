@@ -199,14 +199,25 @@ def test_killing_the_parent_harms_nobody():
 
 @needs_pidns
 def test_background_process_does_not_outlive_the_item():
+    # each test first checks whether the daemon the previous test left is still alive, then leaves
+    # a new one (setsid + double fork: it escapes the test's process group)
     code = ("import os, time\n"
+            "try:\n"
+            "    pid = int(open('/tmp/daemon.pid').read())\n"
+            "    os.kill(pid, 0)\n"
+            "    state = 'alive'\n"
+            "except (OSError, ValueError):\n"
+            "    state = 'clean'\n"
             "if os.fork() == 0:\n"
             "    os.setsid()\n"
             "    if os.fork() == 0:\n"
+            "        open('/tmp/daemon.pid', 'w').write(str(os.getpid()))\n"
             "        time.sleep(60)\n"
             "    os._exit(0)\n"
-            "print(int(input()) * 2)\n")
-    res = run(code)
+            "time.sleep(0.2)\n"
+            "input()\n"
+            "print(state)\n")
+    res = run(code, tests={"inputs": ["1\n", "2\n"], "outputs": ["clean", "clean"]})
     assert res.passed, res.error
     assert_nothing_left()
 
