@@ -66,6 +66,14 @@ def test_honest_program_passes_and_layers_are_reported():
         assert res.layers["uid"] == sandbox_uid(0)
 
 
+def test_every_rlimit_is_applied():
+    code = ("import resource as r\n"
+            "names = ['RLIMIT_CPU', 'RLIMIT_AS', 'RLIMIT_FSIZE', 'RLIMIT_NOFILE', 'RLIMIT_NPROC', 'RLIMIT_CORE']\n"
+            "print(' '.join(str(r.getrlimit(getattr(r, n))[0]) for n in names))\n")
+    want = f"2 {256 << 20} {1 << 20} 32 16 0"  # CPU: ceil(1 s per test) + 1
+    assert run(code, tests={"inputs": [""], "outputs": [want]}).passed
+
+
 def test_infinite_loop_times_out_within_the_limit():
     start = time.perf_counter()
     res = run("while True:\n    pass\n", timeout_s=0.5)
