@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -137,8 +138,9 @@ def test_huge_output_is_capped(stream):
 def test_writes_outside_the_work_dir_do_not_reach_the_host(tmp_path):
     victim = tmp_path / "victim.txt"
     victim.write_text("intact")
-    targets = [str(victim), str(tmp_path / "new.txt"), "/tmp/resrl-sandbox-escape.txt",
-               str(Path(__file__).resolve().parent / "resrl-sandbox-escape.txt"), "/etc/resrl-escape"]
+    name = f"resrl-sandbox-escape-{uuid.uuid4().hex}"
+    targets = [str(victim), str(tmp_path / "new.txt"), f"/tmp/{name}", f"/dev/shm/{name}",
+               str(Path(__file__).resolve().parent / name), f"/etc/{name}"]
     code = ("import os\n"
             f"for path in {targets!r}:\n"
             "    try:\n"
@@ -152,6 +154,27 @@ def test_writes_outside_the_work_dir_do_not_reach_the_host(tmp_path):
     assert victim.read_text() == "intact"
     for path in targets[1:]:
         assert not os.path.exists(path), path
+
+
+@needs_mountns
+def test_data_files_and_the_repository_are_invisible(tmp_path):
+    data = tmp_path / "train.jsonl"
+    data.write_text('{"expected": "SECRET-OUTPUT"}\n')
+    data.chmod(0o644)
+    tmp_path.chmod(0o755)
+    paths = [str(data), str(Path(__file__).resolve()), str(Path(__file__).resolve().parents[1] / "README.md")]
+    code = ("seen = []\n"
+            f"for path in {paths!r}:\n"
+            "    try:\n"
+            "        seen.append(open(path).read()[:20])\n"
+            "    except OSError:\n"
+            "        pass\n"
+            "input()\n"
+            "print(len(seen))\n")
+    res = run(code, tests={"inputs": ["1\n"], "outputs": ["0"]})
+    assert res.passed, res.error
+    assert not any("/work" in d or str(tmp_path) in d for d in res.layers["visible"] if "site-packages" not in d
+                   and ".venv" not in d)
 
 
 def test_environment_secrets_are_not_inherited(monkeypatch):

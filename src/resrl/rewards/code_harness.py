@@ -1,29 +1,32 @@
 """The program that runs INSIDE the code sandbox (started by `resrl.rewards.sandbox`). Standalone:
-it imports nothing from resrl, because it runs as `python -I code_harness.py JOB_FILE RESULT_FD`
-in a fresh interpreter, usually inside new network / pid / mount namespaces (`unshare`).
+it imports nothing from resrl and only builtin / C modules (plus ctypes for mount(2)), because it
+starts once per item as `python -I -S -B -c BOOT`, usually inside new network, pid and mount
+namespaces (`unshare`), as pid 1 of its pid namespace.
 
-What it does, in order (the order matters: each step needs the privileges the next one drops):
+What it does, in order (each step needs privileges that a later one drops):
 
-1. reads the job (JSON: code, test mode, inputs, limits, sandbox uid) while still root;
-2. mount namespace (when the parent made one): small size-limited tmpfs over /tmp, /var/tmp and
-   /dev/shm, so anything the program writes there vanishes with the item; directories the
-   interpreter needs but a stranger cannot reach (e.g. a pyenv under /root, mode 700) are
-   bind-mounted into an otherwise empty tmpfs over their closed ancestor (which also hides the
-   rest of that ancestor, e.g. /root/.ssh); the work directory is a fresh directory on that tmpfs;
-3. writes each test's stdin to a file, then sets the rlimits (address space, file size, open
-   files, processes, no core dumps) and drops to the sandbox uid (an unprivileged uid of its own,
-   so RLIMIT_NPROC binds — it does not for root — and nothing owned by other users is writable;
-   changing uid also makes this process non-dumpable, so the program cannot ptrace it);
-4. per test case: forks a child in its own process group with stdin/stdout/stderr on files, a
-   CPU-time limit, and the result pipe closed; the child runs the program (stdin/stdout, a
-   function call, or a `check(candidate)` program); the harness waits with the per-test wall
-   timeout, kills the child's group, and — when it is pid 1 of its own pid namespace — kills every
-   other process of the sandbox uid in the namespace (`kill(-1)` is namespace-scoped), so nothing
-   a test started outlives it;
-5. sends one JSON line per test on the result pipe (status, the first bytes of stdout / the return
-   value, the tail of stderr). Expected outputs never enter this process: the parent compares.
-
-Only the harness writes the result pipe; test children close it before running any code.
+1. reads the job (marshal, written by the parent: code, test mode, inputs, limits, sandbox uid)
+   and clears its environment down to PATH / LANG / HOME / TMPDIR / PYTHONHASHSEED;
+2. with a mount namespace, builds a minimal root and chroots into it: a small tmpfs holding
+   read-only bind mounts of /usr, /lib*, /bin, /sbin, /etc and the interpreter's own directories
+   (prefix, site-packages, the caller's sys.path), /dev/{null,zero,full,random,urandom}, a fresh
+   /proc of the pid namespace, and size-limited tmpfs /tmp and /dev/shm. Home directories, data
+   sets and everything else are simply absent; what the program writes vanishes with the item;
+3. writes each test's stdin into a root-owned directory (the program can read but not replace
+   it), opens three anonymous files for stdout / stderr / return value (nothing to delete or swap),
+   sets the rlimits (address space, file size, open files, processes, no core files) and drops to
+   the sandbox uid: an unprivileged uid per pool slot, so RLIMIT_NPROC binds (it does not for
+   root), nothing owned by others is writable, and this process becomes non-dumpable (the program
+   cannot ptrace it or open /proc/<harness>/fd);
+4. per test case: forks a child in its own process group, with stdin on the input file,
+   stdout / stderr on the capture files, a CPU-time limit and the result pipe closed; the child runs
+   the program (stdin/stdout, a function call, or a `check(candidate)` program). The harness waits
+   with the per-test wall timeout, kills the child's group, then `kill(-1, SIGKILL)`: as pid 1 that
+   reaches every process left in the namespace (and without a pid namespace, every process of the
+   slot's private uid), so nothing a test started lives on into the next test or past the item;
+5. sends one JSON line per test on the result pipe (status, the first bytes of stdout or the
+   return value's JSON, the tail of stderr). Expected outputs never enter this process: the parent
+   compares them.
 """
 
 import marshal

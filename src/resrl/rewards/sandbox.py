@@ -1,12 +1,12 @@
 """Run untrusted Python programs against test inputs, one fresh sandboxed process per item.
 
-`run_job(job, limits, slot)` starts `python -I code_harness.py` (see that module for what happens
+`run_job(job, limits, slot)` starts `python -I -S -B -c BOOT` running `code_harness` (see that module for what happens
 inside) and returns the per-test records it streams back. The layers, outermost first:
 
 | layer | how | what it guarantees |
 |---|---|---|
 | namespaces | `unshare --net --pid --fork --mount --kill-child` (root), else `unshare --user --map-root-user ...` | no network (only a down loopback); the item's processes see only each other, and all of them die with the harness (pid 1); mounts stay private |
-| filesystem | a tmpfs root with read-only binds of /usr, /lib*, /bin, /etc and the interpreter's directories, then `chroot` | home directories, data sets and the repository are invisible; /tmp and /dev/shm are small fresh tmpfs that vanish with the item |
+| filesystem | a tmpfs root with read-only binds of /usr, /lib*, /bin, /sbin, /etc and the interpreter's directories (prefix, stdlib, site-packages), then `chroot` | home directories, data sets (with their expected outputs), the repository and the working directory are invisible; /tmp and /dev/shm are small fresh tmpfs that vanish with the item |
 | uid | `setuid` to an unprivileged uid per pool slot (root only) | RLIMIT_NPROC binds (it does not for root); nothing owned by others is writable; the harness is non-dumpable (no ptrace) |
 | rlimits | address space, file size, open files, processes, CPU time per test, no core files | memory / disk / fork bombs fail inside the item |
 | parent | wall deadline, whole process group SIGKILLed, stdout / stderr / results capped, scrubbed environment, temp directory removed | a hang or a flood costs at most the deadline; no inherited secrets |
@@ -154,15 +154,31 @@ def _ensure_harness_bytecode() -> None:
         pass
 
 
+def _prefixes() -> set[str]:
+    return {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix)}
+
+
 def _import_path() -> list[str]:
-    """The caller's sys.path without the current directory: the program sees the same packages."""
-    return [p for p in sys.path if p and os.path.isabs(p)]
+    """The import path programs get: the caller's sys.path entries that belong to the interpreter
+    (stdlib, lib-dynload, site-packages). The current directory, a repository's src/ or tests/ and
+    anything else a script put there are left out — they may hold data with the expected outputs."""
+    prefixes = _prefixes()
+    keep = []
+    for p in sys.path:
+        if not p or not os.path.isabs(p):
+            continue
+        real = os.path.realpath(p)
+        parts = set(real.split(os.sep))
+        if any(real == q or real.startswith(q + os.sep) for q in prefixes) or parts & {"site-packages", "dist-packages"}:
+            keep.append(p)
+    return keep
 
 
 def _interpreter_dirs() -> list[str]:
-    dirs = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
-    dirs |= {p for p in _import_path() if os.path.isdir(p)}
-    return sorted({os.path.realpath(d) for d in dirs} - {"/", "/tmp"})
+    """Directories bind-mounted (read-only) into the sandbox's root: the interpreter's prefixes and
+    the import path above."""
+    dirs = _prefixes() | {os.path.realpath(p) for p in _import_path() if os.path.isdir(p)}
+    return sorted(dirs - {"/", "/tmp"})
 
 
 def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_timeout_s: float,
