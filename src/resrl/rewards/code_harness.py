@@ -379,7 +379,12 @@ def main(job_path, result_fd):
     os.environ["HOME"] = os.environ["TMPDIR"] = work
     out_fd, err_fd, ret_fd = _capture_files(base, 3)
     _set_limits(job)
-    layers["uid"] = uid if _drop_privileges(uid, work) else os.getuid()
+    try:
+        layers["uid"] = uid if _drop_privileges(uid, work) else os.getuid()
+    except OSError as exc:  # e.g. the uid is not mapped in this user namespace
+        layers["uid_error"] = f"cannot drop to uid {uid}: {exc}"[:200]
+        layers["uid"] = os.getuid()
+        uid = None
     os.chdir(work)
     _send(result_fd, {"layers": layers})
 
@@ -400,8 +405,10 @@ def main(job_path, result_fd):
     sys.stderr.flush()
     for i in range(n):
         remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            break
+        if remaining <= 0:  # the item's time budget is spent: the rest count as timed out
+            _send(result_fd, {"i": i, "status": "timeout", "seconds": 0.0,
+                              "error": "not run: the item's time budget was used up"})
+            continue
         _rewind((out_fd, err_fd, ret_fd))
         try:
             os.mkdir(work, 0o700)  # the previous test may have deleted its directory

@@ -324,6 +324,9 @@ def _pump(proc, read_fd: int, limits: SandboxLimits, deadline: float, outcome: J
                                  f"(exit status {proc.returncode})" + (f": {err[-300:]}" if err else ""))
 
 
+_WARNED: set[str] = set()
+
+
 def _take_record(line: bytes, outcome: JobOutcome, on_record) -> bool:
     try:
         record = json.loads(line)
@@ -332,6 +335,10 @@ def _take_record(line: bytes, outcome: JobOutcome, on_record) -> bool:
         return False
     if "layers" in record:
         outcome.layers = record["layers"]
+        for key in ("chroot_error", "uid_error"):
+            if key in outcome.layers and outcome.layers[key] not in _WARNED:  # once: it repeats every item
+                _WARNED.add(outcome.layers[key])
+                logger.warning("code sandbox: %s (items still run, with the other layers)", outcome.layers[key])
         return True
     outcome.records.append(record)
     return True if on_record is None else bool(on_record(record))
