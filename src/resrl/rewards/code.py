@@ -276,12 +276,15 @@ def run_tests(code: str, tests: dict, timeout_s: float = 10.0, *, limits: Sandbo
 
 
 # ---- many items: pool + cache -------------------------------------------------------------------
-def _cache_key(code: str, tests: dict, timeout_s: float, stop_on_failure: bool) -> str:
+def _tests_digest(tests: dict) -> str:
+    return hashlib.sha256(json.dumps(tests, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+                          ).hexdigest()
+
+
+def _cache_key(code: str, tests_digest: str, timeout_s: float, stop_on_failure: bool) -> str:
     h = hashlib.sha256()
     h.update(code.encode("utf-8", "surrogatepass"))
-    h.update(b"\0")
-    h.update(json.dumps(tests, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-    h.update(f"\0{timeout_s!r}\0{stop_on_failure}".encode())
+    h.update(f"\0{tests_digest}\0{timeout_s!r}\0{stop_on_failure}".encode())
     return h.hexdigest()
 
 
@@ -326,11 +329,15 @@ class CodeExecutor:
         parsed = [(c, t if isinstance(t, dict) and t.get("format") in FORMATS else parse_tests(t)) for c, t in items]
         results: list[CodeResult | None] = [None] * len(parsed)
         todo: dict[str, list[int]] = {}
+        digests: dict[int, str] = {}  # a group's samples share one tests object: hash it once
         for i, (code, tests) in enumerate(parsed):
             if code is None or not code.strip():
                 results[i] = _failure(tests, "no code found")
                 continue
-            key = _cache_key(code, tests, self.timeout_s, self.stop_on_failure)
+            digest = digests.get(id(tests))
+            if digest is None:
+                digest = digests[id(tests)] = _tests_digest(tests)
+            key = _cache_key(code, digest, self.timeout_s, self.stop_on_failure)
             with self._lock:
                 hit = self._cache.get(key)
                 if hit is not None:
