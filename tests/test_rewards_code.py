@@ -204,3 +204,41 @@ def test_code_reward_rejects_malformed_tests_naming_the_item():
     with pytest.raises(ValueError, match="item 1"):
         reward(["print(1)", "print(1)"], [json.dumps(STDIO), "{\"inputs\": [1]}"])
     reward.close()
+
+
+# ---- properties ---------------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from resrl.rewards import code_harness  # noqa: E402
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_harness_json_writer_round_trips(value):
+    # the harness writes its result lines without the json module: they must parse back exactly
+    text = code_harness._json(value)
+    assert json.loads(text) == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab 1\t\r\n"), max_size=40))
+def test_normalize_output_is_idempotent_and_ignores_trailing_blanks(text):
+    once = normalize_output(text)
+    assert normalize_output("\n".join(once)) == once
+    assert normalize_output(text + " \n \n") == once
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("xy=1 \n`"), max_size=30), st.text(alphabet=st.sampled_from("ab\n"), max_size=20))
+def test_extract_code_finds_a_final_python_block(prose, body):
+    body = body if body.endswith("\n") or not body else body + "\n"
+    text = f"{prose}\n```python\nz = 1\n{body}```\n"
+    code = extract_code(text)
+    if "```" not in prose:
+        assert code == f"z = 1\n{body}"
