@@ -171,13 +171,34 @@ def _in_private_netns():
     return names == ["lo"]
 
 
+def _count_tasks(uid):
+    """Processes + threads of `uid` on this host (what RLIMIT_NPROC counts)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as f:
+                fields = dict(line.split(":", 1) for line in f if ":" in line)
+        except OSError:
+            continue
+        if fields.get("Uid", "").split()[:1] == [str(uid)]:
+            total += int(fields.get("Threads", "1").strip() or 1)
+    return total
+
+
 def _set_limits(job):
     lim = job["limits"]
+    processes = lim["processes"]
+    if os.geteuid() != 0:
+        # no uid of our own and no user namespace (inside one we would be root and it would count
+        # only its own processes): RLIMIT_NPROC counts every task of this user, the trainer's too
+        processes += _count_tasks(os.getuid())
     pairs = [
         (resource.RLIMIT_AS, lim["memory_bytes"]),
         (resource.RLIMIT_FSIZE, lim["file_size_bytes"]),
         (resource.RLIMIT_NOFILE, lim["open_files"]),
-        (resource.RLIMIT_NPROC, lim["processes"]),
+        (resource.RLIMIT_NPROC, processes),
         (resource.RLIMIT_CORE, 0),
     ]
     for which, value in pairs:
