@@ -316,3 +316,68 @@ def test_fallback_isolation_modes_still_score_and_time_out(monkeypatch, name):
     assert res.layers["pidns"] == ("pid" in spec["namespaces"]) and res.layers["chroot"] == bool(spec["namespaces"])
     res = run("while True:\n    pass\n", timeout_s=0.3, total_timeout_s=0.5)
     assert res.statuses == ["timeout"] * 3 and res.timed_out  # the third never started: budget spent
+
+
+NON_ROOT_SCRIPT = """
+import json, threading
+from resrl.rewards import sandbox as sb
+from resrl.rewards.code import run_tests
+if WEAKEST:
+    sb._ISOLATION = sb.Isolation(unshare_prefix=[], namespaces=[], drop_uid=False)
+ev = threading.Event()
+for _ in range(40):  # a busy user: RLIMIT_NPROC counts these threads too
+    threading.Thread(target=ev.wait, daemon=True).start()
+limits = sb.SandboxLimits(memory_mb=256, processes=16, tmpfs_mb=8)
+echo = {"inputs": ["1\\n", "2\\n"], "outputs": ["2", "4"]}
+honest = run_tests("print(int(input()) * 2)", echo, 1.0, limits=limits)
+bomb = run_tests("import os\\nwhile True:\\n    os.fork()\\n", echo, 1.0, limits=limits)
+print(json.dumps({"honest": honest.passed, "bomb": bomb.statuses, "layers": honest.layers,
+                  "iso": sb.detect_isolation().namespaces}))
+"""
+
+
+def _system_python_for_nobody():
+    import shutil
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    python = shutil.which("python3", path="/usr/bin:/bin")
+    if os.geteuid() != 0 or shutil.which("setpriv") is None or python is None:
+        return None, src
+    path = src
+    while path != path.parent:  # nobody must be able to reach the sources
+        if not path.stat().st_mode & 0o001:
+            return None, src
+        path = path.parent
+    return python, src
+
+
+@pytest.mark.parametrize("weakest", [False, True], ids=["user-namespace", "no-namespaces"])
+def test_non_root_user_is_contained_too(weakest):
+    """As an ordinary user (nobody, the system python): the user-namespace path, and the weakest
+    path (no namespaces at all), with a user that already runs 40 threads."""
+    import json
+    import subprocess
+
+    python, src = _system_python_for_nobody()
+    if python is None:
+        pytest.skip("needs root, setpriv, a system python3 and sources readable by others")
+    import shutil
+    import tempfile
+
+    home = Path(tempfile.mkdtemp(prefix="resrl-nobody-"))  # pytest's tmp_path is closed to others
+    try:
+        home.chmod(0o777)
+        script = home / "nobody.py"
+        script.write_text(f"WEAKEST = {weakest}\n" + NON_ROOT_SCRIPT)
+        script.chmod(0o644)
+        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i",
+                               "PATH=/usr/bin:/bin", f"PYTHONPATH={src}", f"HOME={home}", python, str(script)],
+                              capture_output=True, text=True, timeout=120, cwd=home)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["honest"] is True, out
+    assert "pass" not in out["bomb"], out
+    if not weakest and "user" in out["iso"]:
+        assert out["layers"]["netns"] and out["layers"]["pidns"] and out["layers"]["chroot"]
