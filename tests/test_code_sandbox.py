@@ -381,3 +381,20 @@ def test_non_root_user_is_contained_too(weakest):
     assert "pass" not in out["bomb"], out
     if not weakest and "user" in out["iso"]:
         assert out["layers"]["netns"] and out["layers"]["pidns"] and out["layers"]["chroot"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the uid drop is a root-only layer")
+def test_root_without_a_uid_drop_refuses_unless_allowed(monkeypatch):
+    """Root, no namespaces, and an interpreter other uids cannot reach (a pyenv under /root): the
+    harness cannot drop root, so RLIMIT_NPROC would not bind — it refuses to run programs."""
+    from resrl.rewards import code_harness, sandbox
+
+    closed = [d for d in sandbox._interpreter_dirs() if code_harness._closed_ancestor(d)]
+    if not closed:
+        pytest.skip("the interpreter is reachable by other uids here: the uid drop works without a chroot")
+    monkeypatch.setattr(sandbox, "_ISOLATION", sandbox.Isolation(drop_uid=True))
+    res = run("print(int(input()) * 2)")
+    assert not res.passed and res.layers["refused"] and "refused" in res.error
+    monkeypatch.setenv(sandbox.ALLOW_ROOT_ENV, "1")
+    res = run("print(int(input()) * 2)")
+    assert res.passed and res.layers["uid"] == 0 and not res.layers["refused"]

@@ -407,7 +407,17 @@ def main(job_path, result_fd):
         layers["uid"] = os.getuid()
         uid = None
     os.chdir(work)
+    refuse = job.get("uid") is not None and uid is None and os.geteuid() == 0 and not job.get("allow_root")
+    layers["refused"] = refuse
     _send(result_fd, {"layers": layers})
+    if refuse:  # as root RLIMIT_NPROC does not bind: a fork bomb would reach the whole machine
+        msg = ("refused: the sandbox could not drop root here (" + layers.get("uid_error", "?")
+               + "), so it could not bound the program's processes; use a Python installed outside closed "
+               "directories, allow namespaces, or set RESRL_CODE_SANDBOX_ALLOW_ROOT=1 to run anyway")
+        n_tests = len(job["inputs"]) if job["mode"] != "check" else 1
+        for i in range(n_tests):
+            _send(result_fd, {"i": i, "status": "error", "error": msg, "seconds": 0.0})
+        return 0
 
     source = job["code"]
     try:

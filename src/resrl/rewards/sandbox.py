@@ -127,6 +127,14 @@ def detect_isolation(refresh: bool = False) -> Isolation:
         return iso
 
 
+ALLOW_ROOT_ENV = "RESRL_CODE_SANDBOX_ALLOW_ROOT"
+
+
+def _allow_root() -> bool:
+    """Opt-in to run programs as root when the uid drop fails (then nothing bounds their processes)."""
+    return os.environ.get(ALLOW_ROOT_ENV, "") == "1"
+
+
 def sandbox_uid(slot: int) -> int:
     """An unprivileged uid for one pool slot: distinct per slot (RLIMIT_NPROC is per uid) and per
     process (two trainers on one host do not share a process budget, modulo collisions)."""
@@ -194,7 +202,7 @@ def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_ti
     proc = None
     try:
         uid = sandbox_uid(slot) if iso.drop_uid else None
-        full = {**job, "uid": uid, "mount": "mount" in iso.namespaces,
+        full = {**job, "uid": uid, "mount": "mount" in iso.namespaces, "allow_root": _allow_root(),
                 "root_mountpoint": os.path.join(tmp, "root"), "expose": _interpreter_dirs(),
                 "test_timeout_s": float(test_timeout_s), "total_timeout_s": float(total_timeout_s),
                 "tmpfs_bytes": limits.tmpfs_mb << 20,
@@ -335,10 +343,14 @@ def _take_record(line: bytes, outcome: JobOutcome, on_record) -> bool:
         return False
     if "layers" in record:
         outcome.layers = record["layers"]
-        for key in ("chroot_error", "uid_error"):
-            if key in outcome.layers and outcome.layers[key] not in _WARNED:  # once: it repeats every item
-                _WARNED.add(outcome.layers[key])
-                logger.warning("code sandbox: %s (items still run, with the other layers)", outcome.layers[key])
+        notes = [outcome.layers.get(k) for k in ("chroot_error", "uid_error")]
+        if outcome.layers.get("refused"):
+            notes.append(f"programs are refused: root without a uid drop cannot bound their processes "
+                         f"(set {ALLOW_ROOT_ENV}=1 to run them anyway)")
+        for note in notes:
+            if note and note not in _WARNED:  # once per process: it repeats on every item
+                _WARNED.add(note)
+                logger.warning("code sandbox: %s", note)
         return True
     outcome.records.append(record)
     return True if on_record is None else bool(on_record(record))
