@@ -242,3 +242,11 @@ def test_extract_code_finds_a_final_python_block(prose, body):
     code = extract_code(text)
     if "```" not in prose:
         assert code == f"z = 1\n{body}"
+
+
+def test_large_correct_output_with_many_lines_passes():
+    # 400 000 lines "1" (800 kB, under the 1 MiB default cap): the result line carries it JSON-escaped
+    n = 400000
+    tests = {"inputs": [f"{n}\n"], "outputs": ["1\n" * n]}
+    res = run_tests("n = int(input())\nprint('1\\n' * (n - 1) + '1')\n", tests, 5.0)
+    assert res.passed, res.error

@@ -46,6 +46,7 @@ _ENV_KEYS_KEPT = ("PATH", "LANG", "HOME", "TMPDIR", "PYTHONHASHSEED")
 
 _ESCAPES = {i: "\\u%04x" % i for i in range(32)}
 _ESCAPES.update({ord('"'): '\\"', ord("\\"): "\\\\"})
+_ESCAPES.update({ord("\n"): "\\n", ord("\t"): "\\t", ord("\r"): "\\r"})
 
 
 def _json(value):

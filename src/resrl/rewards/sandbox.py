@@ -280,7 +280,7 @@ def _pump(proc, read_fd: int, limits: SandboxLimits, deadline: float, outcome: J
     """Read results / stdout / stderr until every test has reported (the namespaces' teardown is
     not waited for), the harness closes them, the deadline passes, or `on_record` says stop."""
     cap = limits.output_kb << 10
-    record_cap = cap * 2 + 4096  # one result line: stdout (escaped) and error text
+    record_cap = cap * 6 + 8192  # one result line: stdout (JSON-escaped: at most 6 bytes a byte) and error text
     sel = selectors.DefaultSelector()
     buffers = {proc.stdout.fileno(): bytearray(), proc.stderr.fileno(): bytearray(), read_fd: bytearray()}
     for fd in buffers:
