@@ -99,6 +99,8 @@ def test_call_output_matching_rules():
     assert not call_output_matches("true", 1) and not call_output_matches("1", True)
     assert call_output_matches("[1, [2.5]]", [1, [2.5]]) and not call_output_matches("[1]", [1, 2])
     assert call_output_matches('{"a": 1}', {"a": 1}) and not call_output_matches("not json", 1)
+    assert call_output_matches("[1, 2]", "[1, 2]") and call_output_matches('"ab"', "ab")  # JSON-text outputs
+    assert not call_output_matches("3", "4") and not call_output_matches("3", "three")
 
 
 # ---- HumanEval-style check(candidate) -----------------------------------------------------------

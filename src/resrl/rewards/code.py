@@ -12,7 +12,8 @@ Test formats (one JSON object per problem; `parse_tests` validates and normalise
 - function call: {"fn_name": str, "inputs": [[arg, ...], ...], "outputs": [value, ...]} — calls
   `Solution().fn_name(*args)` (LeetCode) or the top-level `fn_name(*args)`; the JSON of the return
   value must equal the output (floats to 1e-6; like APPS/TACO, a one-element list output also
-  accepts its element).
+  accepts its element; an output given as JSON text, as LiveCodeBench stores them, is decoded).
+  Arguments given as one string are JSON values, one per line (TACO / LiveCodeBench).
 
 Code extraction (`extract_code`): think blocks are dropped; then the last ```python block, else the
 last fenced block of any language, else the whole text.
@@ -132,6 +133,12 @@ def call_output_matches(ret_json: str, want: Any) -> bool:
         return False
     if _values_equal(got, want):
         return True
+    if isinstance(want, str):  # LiveCodeBench-style data stores the expected value as JSON text
+        try:
+            decoded = json.loads(want)
+        except (json.JSONDecodeError, RecursionError):
+            return False
+        return _values_equal(got, decoded)
     return isinstance(want, list) and len(want) == 1 and _values_equal(got, want[0])
 
 
