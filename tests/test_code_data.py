@@ -42,7 +42,7 @@ def test_humaneval_canonical_solutions_all_pass_and_a_stub_fails_all(humaneval):
     with CodeExecutor(num_workers=2, timeout_s=10.0, limits=LIMITS) as ex:
         results = ex.run_many(canonical + stubs)
     good, bad = results[:164], results[164:]
-    assert [p.id for p, r in zip(humaneval, good) if not r.passed] == []
+    assert [(p.id, r.error, r.layers) for p, r in zip(humaneval, good) if not r.passed] == []
     assert [p.id for p, r in zip(humaneval, bad) if r.passed] == []
     assert not any(r.timed_out for r in results)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from resrl.rewards.code import run_tests
-from resrl.rewards.sandbox import SandboxLimits, detect_isolation, reap_dying, sandbox_uid
+from resrl.rewards.sandbox import SandboxLimits, detect_isolation, reap_dying, sandbox_uid_range
 
 TIGHT = SandboxLimits(memory_mb=256, file_size_mb=1, open_files=32, processes=16, output_kb=64, tmpfs_mb=8,
                       startup_s=10.0)
@@ -29,8 +29,8 @@ def run(code: str, tests: dict = ECHO_TESTS, timeout_s: float = 1.0, **kw):
 
 
 def sandbox_pids() -> list[int]:
-    """Live processes running as this process's sandbox uids (slots 0-3)."""
-    uids = {str(sandbox_uid(s)) for s in range(4)}
+    """Live processes running as any sandbox uid."""
+    lo, hi = sandbox_uid_range()
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -40,7 +40,8 @@ def sandbox_pids() -> list[int]:
         except OSError:
             continue
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
-        if fields.get("Uid", "").split()[:1] and fields["Uid"].split()[0] in uids and "Z" not in fields.get("State", ""):
+        uid = fields.get("Uid", "").split()[:1]
+        if uid and lo <= int(uid[0]) < hi and "Z" not in fields.get("State", ""):
             found.append(int(entry))
     return found
 
@@ -64,7 +65,8 @@ def test_honest_program_passes_and_layers_are_reported():
     assert res.layers["netns"] == ("net" in ISO.namespaces)
     assert res.layers["pidns"] == ("pid" in ISO.namespaces)
     if os.geteuid() == 0:
-        assert res.layers["uid"] == sandbox_uid(0)
+        lo, hi = sandbox_uid_range()
+        assert lo <= res.layers["uid"] < hi
 
 
 def test_every_rlimit_is_applied():
@@ -398,3 +400,15 @@ def test_root_without_a_uid_drop_refuses_unless_allowed(monkeypatch):
     monkeypatch.setenv(sandbox.ALLOW_ROOT_ENV, "1")
     res = run("print(int(input()) * 2)")
     assert res.passed and res.layers["uid"] == 0 and not res.layers["refused"]
+
+
+def test_back_to_back_items_do_not_share_a_process_budget():
+    """An item's processes are killed, not waited for: the next item must not inherit their count
+    against RLIMIT_NPROC (each item gets a uid of its own)."""
+    from resrl.rewards.code import CodeExecutor
+
+    limits = SandboxLimits(memory_mb=256, processes=3, tmpfs_mb=8)  # the harness, one test, one spare
+    items = [(f"print(int(input()) * 2)  # {i}\n", {"inputs": ["1\n"], "outputs": ["2"]}) for i in range(40)]
+    with CodeExecutor(num_workers=2, timeout_s=2.0, limits=limits) as ex:
+        results = ex.run_many(items)
+    assert [r.error for r in results if not r.passed] == []

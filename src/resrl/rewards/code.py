@@ -299,7 +299,8 @@ class CodeExecutor:
     """Runs many (code, tests) items, `num_workers` sandboxes at a time, with an LRU cache.
 
     A crash or hang of an item is a failed CodeResult (counted in `stats`), never an exception.
-    Each worker thread owns one sandbox slot (its own uid), so items never share a process budget.
+    Each worker thread owns one sandbox slot (its working directory); every item gets a uid of its
+    own, so items never share a process budget.
     A timed-out result is not cached (it may pass on a less busy machine).
     """
 

@@ -15,7 +15,7 @@ What it does, in order (each step needs privileges that a later one drops):
 3. writes each test's stdin into a root-owned directory (the program can read but not replace
    it), opens three anonymous files for stdout / stderr / return value (nothing to delete or swap),
    sets the rlimits (address space, file size, open files, processes, no core files) and drops to
-   the sandbox uid: an unprivileged uid per pool slot, so RLIMIT_NPROC binds (it does not for
+   the sandbox uid: a fresh unprivileged uid per item, so RLIMIT_NPROC binds (it does not for
    root), nothing owned by others is writable, and this process becomes non-dumpable (the program
    cannot ptrace it or open /proc/<harness>/fd);
 4. per test case: forks a child in its own process group, with stdin on the input file,
@@ -23,7 +23,7 @@ What it does, in order (each step needs privileges that a later one drops):
    the program (stdin/stdout, a function call, or a `check(candidate)` program). The harness waits
    with the per-test wall timeout, kills the child's group, then `kill(-1, SIGKILL)`: as pid 1 that
    reaches every process left in the namespace (and without a pid namespace, every process of the
-   slot's private uid), so nothing a test started lives on into the next test or past the item;
+   item's private uid), so nothing a test started lives on into the next test or past the item;
 5. sends one JSON line per test on the result pipe (status, the first bytes of stdout or the
    return value's JSON, the tail of stderr). Expected outputs never enter this process: the parent
    compares them.
@@ -346,7 +346,7 @@ def _wait(pid, timeout_s):
 def _sweep(kill_all):
     """Kill every other process this item can signal, then reap what was re-parented to us, so
     nothing a test started outlives it. kill(-1) reaches only this item's processes: as pid 1 it is
-    namespace-scoped, and without a pid namespace the sandbox uid is private to this pool slot."""
+    namespace-scoped, and without a pid namespace the sandbox uid is private to this item."""
     if kill_all:
         try:
             os.kill(-1, _SIGKILL)

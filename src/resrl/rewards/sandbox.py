@@ -7,7 +7,7 @@ inside) and returns the per-test records it streams back. The layers, outermost 
 |---|---|---|
 | namespaces | `unshare --net --pid --fork --mount --kill-child` (root), else `unshare --user --map-root-user ...` | no network (only a down loopback); the item's processes see only each other, and all of them die with the harness (pid 1); mounts stay private |
 | filesystem | a tmpfs root with read-only binds of /usr, /lib*, /bin, /sbin, /etc and the interpreter's directories (prefix, stdlib, site-packages), then `chroot` | home directories, data sets (with their expected outputs), the repository and the working directory are invisible; /tmp and /dev/shm are small fresh tmpfs that vanish with the item |
-| uid | `setuid` to an unprivileged uid per pool slot (root only) | RLIMIT_NPROC binds (it does not for root); nothing owned by others is writable; the harness is non-dumpable (no ptrace) |
+| uid | `setuid` to a fresh unprivileged uid per item (root only) | RLIMIT_NPROC binds (it does not for root); nothing owned by others is writable; the harness is non-dumpable (no ptrace) |
 | rlimits | address space, file size, open files, processes, CPU time per test, no core files | memory / disk / fork bombs fail inside the item |
 | parent | wall deadline, whole process group SIGKILLed, stdout / stderr / results capped, scrubbed environment, temp directory removed | a hang or a flood costs at most the deadline; no inherited secrets |
 
@@ -135,10 +135,43 @@ def _allow_root() -> bool:
     return os.environ.get(ALLOW_ROOT_ENV, "") == "1"
 
 
-def sandbox_uid(slot: int) -> int:
-    """An unprivileged uid for one pool slot: distinct per slot (RLIMIT_NPROC is per uid) and per
-    process (two trainers on one host do not share a process budget, modulo collisions)."""
-    return 200_000 + (os.getpid() % 8192) * 64 + (slot % 64)
+# Sandbox uids: every item gets the next uid of this process's block of 256, so an item never
+# shares RLIMIT_NPROC with the still-dying processes of the items before it (their exit is not
+# waited for), and the no-pid-namespace sweep (kill(-1) as that uid) reaches only this item.
+UID_BLOCK = 256
+_UID_LOCK = threading.Lock()
+_uid_seq = 0
+
+
+def _mapped(lo: int, hi: int) -> bool:
+    """Whether uids [lo, hi) are all mapped in this user namespace (containers may map only 65536)."""
+    try:
+        with open("/proc/self/uid_map") as f:
+            ranges = [tuple(map(int, line.split())) for line in f if line.strip()]
+    except OSError:
+        return True
+    return any(inside <= lo and hi <= inside + length for inside, _, length in ranges)
+
+
+@functools.lru_cache(maxsize=1)
+def sandbox_uid_range() -> tuple[int, int]:
+    """[first, last) uids this project's sandboxes use on this machine."""
+    for base, span in ((1_000_000, 1 << 20), (40_000, 20_000)):
+        if _mapped(base, base + span):
+            return base, base + span
+    return 1_000_000, 1_000_000 + (1 << 20)  # nothing fits: setuid fails and the harness reports it
+
+
+def sandbox_uid(slot: int = 0) -> int:
+    """A fresh unprivileged uid for the next item: this process's block (by pid), next in rotation.
+    (`slot` is kept for callers that think in slots; the rotation already separates items.)"""
+    global _uid_seq
+    lo, hi = sandbox_uid_range()
+    blocks = (hi - lo) // UID_BLOCK
+    with _UID_LOCK:
+        _uid_seq += 1
+        seq = _uid_seq
+    return lo + (os.getpid() % blocks) * UID_BLOCK + seq % UID_BLOCK
 
 
 _HARNESS_BOOT = "import sys; sys.path.insert(0, sys.argv[1]); import code_harness; del sys.path[0]; code_harness.run()"
@@ -389,4 +422,5 @@ def reap_dying(timeout_s: float = 10.0) -> int:
         return len(_DYING)
 
 
-__all__ = ["SandboxLimits", "Isolation", "JobOutcome", "detect_isolation", "run_job", "sandbox_uid", "reap_dying", "HARNESS"]
+__all__ = ["SandboxLimits", "Isolation", "JobOutcome", "detect_isolation", "run_job", "sandbox_uid", "sandbox_uid_range",
+           "reap_dying", "HARNESS"]
