@@ -9,7 +9,7 @@ What it does, in order (each step needs privileges that a later one drops):
    and clears its environment down to PATH / LANG / HOME / TMPDIR / PYTHONHASHSEED;
 2. with a mount namespace, builds a minimal root and chroots into it: a small tmpfs holding
    read-only bind mounts of /usr, /lib*, /bin, /sbin, /etc and the interpreter's own directories
-   (prefix, site-packages, the caller's sys.path), /dev/{null,zero,full,random,urandom}, a fresh
+   (prefix, stdlib, site-packages), /dev/{null,zero,full,random,urandom}, a fresh
    /proc of the pid namespace, and size-limited tmpfs /tmp and /dev/shm. Home directories, data
    sets and everything else are simply absent; what the program writes vanishes with the item;
 3. writes each test's stdin into a root-owned directory (the program can read but not replace
