@@ -59,10 +59,10 @@ def test_hook_captures_penultimate_layer_only(model_dir):
     # predicting: the state at t-1 feeds token t; token: the state at t
     torch.testing.assert_close(align_response_hidden(outs[0], 4, "predicting"), expected[:, -5:-1])
     torch.testing.assert_close(align_response_hidden(outs[0], 4, "token"), expected[:, -4:])
-    with torch.no_grad():  # outside capture(): nothing is recorded
+    with torch.no_grad():  # outside capture(): nothing is recorded, and no hook is left on the model
         model(input_ids=ids, attention_mask=mask)
     assert len(outs) == 1
-    hook.remove()
+    assert not any(getattr(h, "__self__", None) is hook for h in hook.layer._forward_hooks.values())
 
 
 @pytest.mark.parametrize("algorithm,mode,alignment", [

@@ -2,8 +2,14 @@
 
 `output_hidden_states=True` keeps all L+1 layer outputs of a forward; ResRL needs only the
 output of decoder layer L−1 (Hugging Face's `hidden_states[-2]`, before the final norm). A hook
-on that layer keeps one `(B, S, d)` tensor, and only while a `capture()` block is open, so
-generation forwards and gradient-checkpoint recomputations are never recorded.
+on that layer keeps one `(B, S, d)` tensor, and only while a `capture()` block is open: the hook
+is registered when the block opens and removed when it closes, so generation forwards,
+gradient-checkpoint recomputations (they run in backward, after the block) and forwards of other
+models never reach it, and an object that is dropped leaves nothing behind on the model.
+
+Which forward is the policy's is decided by the caller, explicitly (`is_policy_forward`), never
+by the order of calls: with PEFT the reference policy is the same module with its adapters
+disabled, so a hook alone cannot tell the two apart.
 """
 
 from __future__ import annotations
@@ -35,8 +41,21 @@ def find_decoder_layers(model: nn.Module) -> nn.ModuleList:
     return best
 
 
+def adapters_enabled(model: nn.Module) -> bool:
+    """False while a PEFT model runs with its adapters disabled (`disable_adapter()`, TRL's
+    reference pass); True for a plain model or an adapted one."""
+    try:
+        from peft.tuners.tuners_utils import BaseTunerLayer
+    except ImportError:  # no PEFT installed: no adapters to disable
+        return True
+    for module in model.modules():
+        if isinstance(module, BaseTunerLayer):
+            return not module.disable_adapters
+    return True
+
+
 class PenultimateHidden:
-    """Forward hook on decoder layer L−1; `capture(keep_last)` records its outputs meanwhile.
+    """Forward hook on decoder layer L−1 while `capture(keep_last)` is open; records its outputs.
 
     Each forward inside the block appends one `(b, keep_last, d)` detached tensor (the last
     `keep_last` positions, i.e. what the response alignment needs, so prompts cost nothing).
@@ -44,14 +63,10 @@ class PenultimateHidden:
 
     def __init__(self, model: nn.Module):
         self.layer = find_decoder_layers(model)[-2]
-        self._active = False
         self._keep_last: int | None = None
         self.outputs: list[Tensor] = []
-        self._handle = self.layer.register_forward_hook(self._hook)
 
     def _hook(self, module, args, output) -> None:
-        if not self._active:
-            return
         h = output[0] if isinstance(output, (tuple, list)) else output
         if self._keep_last is not None:
             h = h[:, -self._keep_last:]
@@ -60,14 +75,13 @@ class PenultimateHidden:
     @contextmanager
     def capture(self, keep_last: int | None = None):
         self.outputs = []
-        self._active, self._keep_last = True, keep_last
+        self._keep_last = keep_last
+        handle = self.layer.register_forward_hook(self._hook)
         try:
             yield self.outputs
         finally:
-            self._active, self._keep_last = False, None
-
-    def remove(self) -> None:
-        self._handle.remove()
+            handle.remove()
+            self._keep_last = None
 
 
 def align_response_hidden(hidden: Tensor, completion_length: int, alignment: str = "predicting") -> Tensor:

@@ -24,6 +24,13 @@ ResRL hidden states (spec §2), two modes, chosen once and logged:
   "extra-pass" otherwise: one no-grad pass over the local generation batch yields the states AND
                the old log-probs (TRL's own old-log-prob pass when it runs one, else ours).
                Groups split across processes are gathered (engines/batches.py).
+The states come from an explicit capture of the policy's own forward: a no-grad call of
+`_get_per_token_logps_and_entropies` is recorded only while a round asks for it, only when the
+module is the policy, and only with its adapters enabled (PEFT's reference = adapters off).
+
+TRL's own loss options are either honoured by `resrl.core.loss.policy_loss` (vLLM importance-
+sampling correction, the MoE router aux loss) or refused at construction (`UNSUPPORTED_TRL_OPTIONS`):
+nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -35,18 +42,33 @@ import shutil
 import torch
 from torch.utils.data import DataLoader
 from trl import GRPOTrainer
+from trl.models.utils import disable_gradient_checkpointing
 from trl.trainer.utils import RepeatSampler, identity, split_tensor_dict
 
+from resrl.checkpoint import STAGING, publish, rotate
+from resrl.core.advantages import dynamic_sampling_mask
 from resrl.core.loss import LossConfig, kl_estimate, policy_loss
 from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages, get_algorithm
-from resrl.core.advantages import dynamic_sampling_mask
-from resrl.engines.batches import concat_batches, local_token_advantages, select_rows, shuffle_groups
-from resrl.engines.hidden import PenultimateHidden, align_response_hidden
+from resrl.engines.batches import (aligned_layout_possible, concat_batches, local_token_advantages, select_rows,
+                                   shuffle_groups)
+from resrl.engines.hidden import PenultimateHidden, adapters_enabled, align_response_hidden
 
 logger = logging.getLogger(__name__)
 
 # keys this adapter adds to TRL's generation batch: (B,) rows
 ROW_KEYS = ("rewards", "group_index", "truncated")
+
+# GRPOConfig loss-side options that `_compute_loss` (replaced here) would apply and
+# resrl.core.loss.policy_loss does not: (field, the value that means "off", why it is refused)
+UNSUPPORTED_TRL_OPTIONS = (
+    ("top_entropy_quantile", 1.0, "the high-entropy token mask is not part of resrl.core's loss"),
+    ("off_policy_mask_threshold", None, "the off-policy sequence mask is not part of resrl.core's loss"),
+    ("use_liger_kernel", None, "Liger's fused GRPO loss would bypass resrl.core's loss"),
+    ("importance_sampling_level", "token", "sequence-level ratios (GSPO) are not part of resrl.core's clipped surrogate"),
+    ("delta", None, "two-sided ratio clipping: use loss.dual_clip_c"),
+    ("use_adaptive_entropy", False, "the entropy bonus is loss.entropy_coef"),
+    ("entropy_coef", 0.0, "the entropy bonus is loss.entropy_coef"),
+)
 
 
 class ResRLTrainer(GRPOTrainer):
@@ -71,9 +93,11 @@ class ResRLTrainer(GRPOTrainer):
         self.max_refill_rounds = max_refill_rounds
         self.hidden_alignment = algorithm.resrl.hidden_alignment
         self.resrl_mode = self._choose_mode(resrl_mode)
+        self._check_trl_options()
         self._hidden = PenultimateHidden(self.model) if self.needs_hidden else None
-        self._want_pass_hidden = False
-        self._pass_hidden = None
+        # armed (a list) while a generation round wants the policy's no-grad states (extra-pass mode)
+        self._pass_states: list | None = None
+        self._update_rows = 0  # completion rows that reached the loss in the current update (train/completions)
         self._last_rewards = None
         self._refill_iter = None
         if self.needs_hidden:
@@ -86,10 +110,22 @@ class ResRLTrainer(GRPOTrainer):
     # ---- configuration -------------------------------------------------------------------------
 
     def aligned_possible(self) -> bool:
-        a, G = self.args, self.num_generations
-        one_update_per_round = a.steps_per_generation == a.gradient_accumulation_steps and self.num_iterations == 1
-        return (a.per_device_train_batch_size % G == 0 and one_update_per_round
-                and self.algorithm.scale_rewards != "batch")
+        a = self.args
+        return aligned_layout_possible(a.per_device_train_batch_size, self.num_generations, a.steps_per_generation,
+                                       a.gradient_accumulation_steps, self.num_iterations, self.algorithm.scale_rewards)
+
+    def _check_trl_options(self) -> None:
+        """Refuse the GRPOConfig loss options this trainer's loss would silently ignore."""
+        for name, off, why in UNSUPPORTED_TRL_OPTIONS:
+            value = getattr(self.args, name, off)
+            if value != off and not (off is None and value is False):
+                raise ValueError(f"GRPOConfig.{name}={value!r} is not supported by ResRLTrainer: {why}")
+        if self.args.loss_type != "dapo":  # GRPOConfig's default; any other value would be ignored
+            raise ValueError(f"GRPOConfig.loss_type={self.args.loss_type!r} is not supported by ResRLTrainer: its loss "
+                             "is resrl.core.loss.policy_loss (aggregation = loss_config.agg)")
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            logger.info("vLLM importance-sampling correction (%s) is applied in resrl.core.loss.policy_loss",
+                        self.vllm_importance_sampling_mode)
 
     def _choose_mode(self, requested: str) -> str:
         if requested not in ("auto", "aligned", "extra-pass"):
@@ -111,15 +147,26 @@ class ResRLTrainer(GRPOTrainer):
         self._last_rewards = rewards
         return rewards_per_func
 
+    def is_policy_forward(self, model) -> bool:
+        """Is `model` the trained policy as it samples (not the reference model, and not the policy
+        with its PEFT adapters disabled, which is how TRL computes the reference with LoRA)?"""
+        unwrapped = self.accelerator.unwrap_model(model)
+        return (model is self.model or unwrapped is self.model
+                or unwrapped is self.accelerator.unwrap_model(self.model)) and adapters_enabled(unwrapped)
+
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        # the first no-grad pass of a round (TRL's old-log-prob pass) also yields the hidden states;
-        # later no-grad passes (the reference model) must not overwrite them
-        if self._want_pass_hidden and not torch.is_grad_enabled():
-            self._want_pass_hidden = False
+        # Extra-pass mode: a round that armed `_pass_states` records the states of the policy's own
+        # no-grad pass (TRL's old-log-prob pass, or ours); reference passes are never recorded.
+        if self._pass_states is not None and not torch.is_grad_enabled() and self.is_policy_forward(model):
+            if self._pass_states:
+                raise RuntimeError("ResRLTrainer: two no-grad passes of the policy in one generation round; "
+                                   "the hidden states for ResRL's weights would be ambiguous")
             with self._hidden.capture(keep_last=logits_to_keep + 1) as outs:
                 result = super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
-            self._pass_hidden = align_response_hidden(torch.cat(outs), logits_to_keep, self.hidden_alignment)
+            if not outs:
+                raise RuntimeError("ResRLTrainer: the policy forward did not run the penultimate decoder layer")
+            self._pass_states.append(align_response_hidden(torch.cat(outs), logits_to_keep, self.hidden_alignment))
             return result
         return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                           *args, **kwargs)
@@ -128,9 +175,11 @@ class ResRLTrainer(GRPOTrainer):
         """TRL's generate-and-score, plus the rows' rewards, global group ids, truncation flags and
         (extra-pass ResRL) hidden states with the matching old log-probs."""
         extra_pass = self.needs_hidden and self.resrl_mode == "extra-pass"
-        self._want_pass_hidden, self._pass_hidden = extra_pass, None
-        out = super()._generate_and_score_completions(inputs)
-        self._want_pass_hidden = False
+        self._pass_states = [] if extra_pass else None
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            captured, self._pass_states = self._pass_states, None
         ids, mask = out["completion_ids"], out["completion_mask"]
         B, device = ids.shape[0], ids.device
         start = self.accelerator.process_index * B
@@ -143,17 +192,19 @@ class ResRLTrainer(GRPOTrainer):
             ends |= last == eos
         out["truncated"] = (lengths == 0) | ~ends
         if extra_pass:
-            if self._pass_hidden is None:  # TRL ran no old-log-prob pass: run the one pass here
-                self._want_pass_hidden = True
-                with torch.no_grad():
-                    old, _, _ = self._get_per_token_logps_and_entropies(
-                        self.model, torch.cat([out["prompt_ids"], ids], 1),
-                        torch.cat([out["prompt_mask"], mask], 1), ids.shape[1],
-                        batch_size=self.args.per_device_train_batch_size)
-                self._want_pass_hidden = False
+            if not captured:  # TRL ran no old-log-prob pass of the policy: run the one pass here
+                self._pass_states = captured
+                try:
+                    with torch.no_grad(), disable_gradient_checkpointing(self.model,
+                                                                         self.args.gradient_checkpointing_kwargs):
+                        old, _, _ = self._get_per_token_logps_and_entropies(
+                            self.model, torch.cat([out["prompt_ids"], ids], 1),
+                            torch.cat([out["prompt_mask"], mask], 1), ids.shape[1],
+                            batch_size=self.args.per_device_train_batch_size)
+                finally:
+                    self._pass_states = None
                 out["old_per_token_logps"] = old
-            out["hidden"] = self._pass_hidden
-            self._pass_hidden = None
+            out["hidden"] = captured[0]
         return out
 
     # ---- DAPO dynamic sampling ------------------------------------------------------------------
@@ -256,7 +307,7 @@ class ResRLTrainer(GRPOTrainer):
         generate_every = self.args.steps_per_generation * self.num_iterations
         if self._step % generate_every == 0 or self._buffered_inputs is None:
             batch = self._generate_and_score_completions(generation_batch)
-            batch = shuffle_groups(batch, self.num_generations)
+            batch = shuffle_groups(batch)
             self._buffered_inputs = split_tensor_dict(batch, self.args.steps_per_generation)
         return self._buffered_inputs[self._step % self.args.steps_per_generation]
 
@@ -272,22 +323,31 @@ class ResRLTrainer(GRPOTrainer):
         aligned = self.needs_hidden and inputs.get("advantages") is None
         if aligned:
             with self._hidden.capture(keep_last=C + 1) as outs:
-                logps, entropy, _ = self._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, C, compute_entropy=True)
+                logps, entropy, aux_loss = self._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             hidden = align_response_hidden(torch.cat(outs), C, self.hidden_alignment)
             advantages, stats = compute_token_advantages(
                 AdvantageInputs(inputs["rewards"], inputs["group_index"], mask, hidden, inputs["truncated"]),
                 self.algorithm)
             self._log_stats(stats, mode)
         else:
-            logps, entropy, _ = self._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, C, compute_entropy=True)
+            logps, entropy, aux_loss = self._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             advantages = inputs["advantages"]
         old = inputs.get("old_per_token_logps")
         old = logps.detach() if old is None else old
+        # vLLM rollouts: TRL's truncated/masked π_old / π_vllm ratio, (B, T) or (B, 1)
+        is_weights = inputs.get("importance_sampling_ratio") if self.use_vllm else None
         loss, metrics = policy_loss(logps, old, advantages, mask, self.loss_config,
-                                    ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy)
+                                    ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy,
+                                    importance_weights=is_weights)
         loss = loss * self._accumulation_scale(inputs, mask, mode)
+        if self.aux_loss_enabled:  # MoE load balancing, scaled for accumulation as TRL does
+            loss = loss + self.router_aux_loss_coef * aux_loss / (
+                self.current_gradient_accumulation_steps if mode == "train" else 1.0)
+            metrics["aux_loss"] = aux_loss.detach().float().item()
+        if mode == "train":
+            self._count_update_rows(completion_ids.shape[0])
         # per-token means for the headline "entropy" / "kl" curves, whatever the loss aggregation
         # (policy_loss reports them aggregated like the loss, logged as loss/entropy, loss/kl)
         with torch.no_grad():
@@ -306,6 +366,15 @@ class ResRLTrainer(GRPOTrainer):
         for k, v in zip(keys, values):
             self._metrics[mode][headline.get(k, f"loss/{k}")].append(v)
         return loss
+
+    def _count_update_rows(self, rows: int) -> None:
+        """`train/completions`: completion rows that reached the loss in this optimiser update,
+        summed over processes and logged once per update — dropped rows would show here."""
+        self._update_rows += rows
+        if (self._step + 1) % self.current_gradient_accumulation_steps == 0:  # last micro-batch of the update
+            total = self.accelerator.gather(torch.tensor([float(self._update_rows)], device=self.accelerator.device))
+            self._metrics["train"]["train/completions"].append(total.sum().item())
+            self._update_rows = 0
 
     def _accumulation_scale(self, inputs, mask, mode) -> float | torch.Tensor:
         """Factor turning one micro-batch's loss into its share of the update's loss.
@@ -327,8 +396,6 @@ class ResRLTrainer(GRPOTrainer):
     def _save_checkpoint(self, model, trial):
         """TRL/HF's checkpoint (model, optimiser, scheduler, RNG states, trainer state), written
         atomically: into `<output_dir>/.staging/`, fsynced, then renamed to `checkpoint-N`."""
-        from resrl.train.checkpoint import STAGING, publish, rotate
-
         run_dir = self.args.output_dir
         staging_root = os.path.join(run_dir, STAGING)
         name = f"checkpoint-{self.state.global_step}"

@@ -37,9 +37,9 @@ def run(args) -> int:
 
     try:
         config = load_config(args.config, args.overrides)
-        from accelerate import PartialState
+        from resrl.train.runner import launched_world_size
 
-        config.validate(num_processes=PartialState().num_processes)
+        config.validate(num_processes=launched_world_size())
     except ConfigError as exc:
         print(f"resrl train: error: {exc}", file=sys.stderr)
         return 2
