@@ -1,5 +1,14 @@
-"""Policy loss (spec §1): clipped surrogate with clip-higher and dual-clip, four aggregation
-modes, KL penalty (k1/k2/k3) and entropy bonus. Token advantages are `(B, T)` for every algorithm.
+"""Policy losses behind one registry, and the clipped surrogate (spec §1): clip-higher and
+dual-clip, four aggregation modes, KL penalty (k1/k2/k3) and entropy bonus. Token advantages are
+`(B, T)` for every algorithm.
+
+Registry (like the algorithm registry): a loss is one function of one signature,
+
+    @register_policy_loss("my-loss")
+    def my_loss(inputs: PolicyLossInputs, config: LossConfig) -> tuple[Tensor, dict[str, float]]: ...
+
+and an algorithm names the loss it needs (`register_algorithm(..., policy_loss="my-loss")`).
+Entries: "clipped-surrogate" (below), "flowrl" (`resrl.core.flowrl`).
 
     ρ = exp(clamp(logπ_θ − logπ_old, ±LOG_RATIO_CLAMP))
     ℓ_t = −min(ρ Ã, clip(ρ, 1 − ε_low, 1 + ε_high) Ã)                       (PPO / GRPO surrogate)
@@ -15,10 +24,12 @@ removed with `torch.where` (a select), never by multiplying with the mask.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor
 
+FLOWRL_WEIGHT_CLIPS = ("none", "ppo", "cap")
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
 # |log π_θ − log π_old| and |log π_θ − log π_ref| beyond this are clamped before exp (as veRL does):
@@ -37,6 +48,16 @@ class LossConfig:
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
     max_response_length: int | None = None  # divisor of seq-mean-token-sum-norm (Dr.GRPO)
+    # FlowRL (resrl.core.flowrl): β of δ = log Z + mean log π_θ − β r̂ − mean log π_ref (authors: 15)
+    flowrl_beta: float = 15.0
+    # clip of FlowRL's sequence importance weight w = π_θ(y)/π_old(y): "ppo" clamps it to
+    # [1 − clip_eps_low, 1 + clip_eps_high] (the authors' later recipe). Default because w is the
+    # exp of a sum over hundreds of tokens and explodes off-policy; a tight clamp bounds the spread
+    # of the δ² weights. On-policy (one update per round) w = 1 and the choice changes nothing.
+    # "none": unclipped (the first code's effective behaviour); "cap": w ≤ flowrl_weight_cap
+    # (the current recipe, cap 10).
+    flowrl_weight_clip: str = "ppo"
+    flowrl_weight_cap: float = 10.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -60,6 +81,13 @@ class LossConfig:
                 raise ValueError(f"LossConfig.{name} = {v!r} is invalid: allowed a float >= 0")
         if self.agg == "seq-mean-token-sum-norm" and self.max_response_length is not None and self.max_response_length < 1:
             raise ValueError("LossConfig.max_response_length must be >= 1")
+        if self.flowrl_weight_clip not in FLOWRL_WEIGHT_CLIPS:
+            raise ValueError(f"LossConfig.flowrl_weight_clip = {self.flowrl_weight_clip!r} is invalid: "
+                             f"allowed {FLOWRL_WEIGHT_CLIPS}")
+        if not (isinstance(self.flowrl_weight_cap, (int, float)) and self.flowrl_weight_cap > 0):
+            raise ValueError(f"LossConfig.flowrl_weight_cap = {self.flowrl_weight_cap!r} is invalid: allowed a float > 0")
+        if not (isinstance(self.flowrl_beta, (int, float)) and self.flowrl_beta >= 0):
+            raise ValueError(f"LossConfig.flowrl_beta = {self.flowrl_beta!r} is invalid: allowed a float >= 0")
 
 
 def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: str, max_response_length: int | None = None) -> Tensor:
@@ -183,3 +211,47 @@ def policy_loss(
         metrics["ratio_mean"] = (ratio * mask).sum() / n_tok
     values = torch.stack([v.float() for v in metrics.values()]).tolist()
     return loss, dict(zip(metrics.keys(), values))
+
+
+# ---- the policy-loss registry --------------------------------------------------------------------
+
+@dataclass
+class PolicyLossInputs:
+    """What a policy loss may read. B responses × T response positions."""
+
+    logprobs: Tensor                          # (B, T) log π_θ of the sampled tokens (with grad)
+    old_logprobs: Tensor                      # (B, T) log π_old (detached)
+    advantages: Tensor                        # (B, T) token advantages Ã (0 on padding)
+    response_mask: Tensor                     # (B, T) bool or 0/1
+    ref_logprobs: Tensor | None = None        # (B, T) log π_ref
+    entropy: Tensor | None = None             # (B, T) per-token entropy
+    importance_weights: Tensor | None = None  # (B, T) or (B, 1) rollout-mismatch weights (vLLM)
+    log_z: Tensor | None = None               # (B,) FlowRL's learned log-partition log Z(c) (with grad)
+
+
+PolicyLossFn = Callable[[PolicyLossInputs, LossConfig], "tuple[Tensor, dict[str, float]]"]
+POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+
+
+def register_policy_loss(name: str):
+    def deco(fn: PolicyLossFn) -> PolicyLossFn:
+        if name in POLICY_LOSSES:
+            raise ValueError(f"policy loss {name!r} is already registered")
+        POLICY_LOSSES[name] = fn
+        return fn
+    return deco
+
+
+def get_policy_loss(name: str) -> PolicyLossFn:
+    try:
+        return POLICY_LOSSES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy loss {name!r}: choose one of {sorted(POLICY_LOSSES)}") from None
+
+
+@register_policy_loss("clipped-surrogate")
+def clipped_surrogate(inputs: PolicyLossInputs, config: LossConfig):
+    """PPO/GRPO clipped surrogate (+ KL, entropy): `policy_loss`."""
+    return policy_loss(inputs.logprobs, inputs.old_logprobs, inputs.advantages, inputs.response_mask, config,
+                       ref_logprobs=inputs.ref_logprobs, entropy=inputs.entropy,
+                       importance_weights=inputs.importance_weights)

@@ -54,34 +54,72 @@ def adapters_enabled(model: nn.Module) -> bool:
     return True
 
 
-class PenultimateHidden:
-    """Forward hook on decoder layer L−1 while `capture(keep_last)` is open; records its outputs.
+class ModuleOutputs:
+    """Records a module's `(b, S, d)` outputs while `capture()` is open: the forward hook is
+    registered when the block opens and removed when it closes.
 
-    Each forward inside the block appends one `(b, keep_last, d)` detached tensor (the last
-    `keep_last` positions, i.e. what the response alignment needs, so prompts cost nothing).
+    detach=True keeps constants (ResRL's states); detach=False keeps the graph, so a loss built on
+    the captured tensors sends gradients into the backbone (FlowRL's log Z head input).
     """
 
-    def __init__(self, model: nn.Module):
-        self.layer = find_decoder_layers(model)[-2]
-        self._keep_last: int | None = None
+    def __init__(self, module: nn.Module, detach: bool = True):
+        self.layer = module
+        self.detach = detach
+        self._keep: slice | None = None
         self.outputs: list[Tensor] = []
 
     def _hook(self, module, args, output) -> None:
         h = output[0] if isinstance(output, (tuple, list)) else output
-        if self._keep_last is not None:
-            h = h[:, -self._keep_last:]
-        self.outputs.append(h.detach())
+        if self._keep is not None:
+            h = h[:, self._keep]
+        self.outputs.append(h.detach() if self.detach else h)
 
     @contextmanager
-    def capture(self, keep_last: int | None = None):
+    def capture(self, keep_last: int | None = None, keep_first: int | None = None):
+        """keep_last=n: only the last n positions of each output; keep_first=n: only the first n."""
+        if keep_last is not None and keep_first is not None:
+            raise ValueError("capture: give keep_last or keep_first, not both")
         self.outputs = []
-        self._keep_last = keep_last
+        self._keep = slice(-keep_last, None) if keep_last is not None else (
+            slice(0, keep_first) if keep_first is not None else None)
         handle = self.layer.register_forward_hook(self._hook)
         try:
             yield self.outputs
         finally:
             handle.remove()
-            self._keep_last = None
+            self._keep = None
+
+
+class PenultimateHidden(ModuleOutputs):
+    """Decoder layer L−1's outputs (ResRL's states, spec §2), detached.
+
+    Each forward inside `capture(keep_last)` appends one `(b, keep_last, d)` tensor (the last
+    `keep_last` positions, i.e. what the response alignment needs, so prompts cost nothing).
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__(find_decoder_layers(model)[-2], detach=True)
+
+
+FINAL_NORM_NAMES = ("norm", "ln_f", "final_layernorm", "final_layer_norm", "norm_f")
+
+
+def find_final_norm(model: nn.Module) -> nn.Module:
+    """The norm after the last decoder layer (its output is Hugging Face's `hidden_states[-1]`):
+    Qwen/Llama `model.norm`, GPT-2 `transformer.ln_f`, Phi `final_layernorm`, ..."""
+    found = [(name.count("."), name, module) for name, module in model.named_modules()
+             if name.split(".")[-1] in FINAL_NORM_NAMES and not isinstance(module, nn.ModuleList)]
+    if not found:
+        raise ValueError(f"cannot find the final norm of {type(model).__name__} "
+                         f"(looked for a module named one of {FINAL_NORM_NAMES})")
+    return min(found, key=lambda t: (t[0], t[1]))[2]
+
+
+class LastLayerStates(ModuleOutputs):
+    """The final norm's outputs (`hidden_states[-1]`), with their graph (FlowRL's log Z input)."""
+
+    def __init__(self, model: nn.Module, detach: bool = False):
+        super().__init__(find_final_norm(model), detach=detach)
 
 
 def align_response_hidden(hidden: Tensor, completion_length: int, alignment: str = "predicting") -> Tensor:
@@ -100,6 +138,13 @@ def align_response_hidden(hidden: Tensor, completion_length: int, alignment: str
     if alignment == "token":
         return hidden[:, -C:]
     raise ValueError(f"hidden_alignment must be 'predicting' or 'token', got {alignment!r}")
+
+
+@torch.no_grad()
+def reference_last_layer(model: nn.Module, input_ids: Tensor, attention_mask: Tensor) -> Tensor:
+    """(B, S, d) `hidden_states[-1]` via output_hidden_states — for tests only."""
+    out = model(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+    return out.hidden_states[-1]
 
 
 @torch.no_grad()

@@ -284,6 +284,10 @@ class TrainConfig:
         for name in self.log.report_to:
             if name not in ("tensorboard", "wandb", "none"):
                 raise ConfigError(f"config key 'log.report_to' accepts tensorboard, wandb, none; got {name!r}")
+        spec = ALGORITHMS[a.name]
+        if spec.policy_loss != "clipped-surrogate" and (self.loss.kl_coef > 0 or self.loss.entropy_coef > 0):
+            raise ConfigError(f"config keys 'loss.kl_coef' / 'loss.entropy_coef' must be 0 for algorithm {a.name!r}: "
+                              f"its loss ({spec.policy_loss}) has no separate KL or entropy term")
         lora = self.model.lora
         if lora is not None:
             if lora.r < 1 or lora.alpha <= 0 or not 0 <= lora.dropout < 1:
