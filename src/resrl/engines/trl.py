@@ -1,5 +1,6 @@
 """`ResRLTrainer`: TRL's `GRPOTrainer` (tested with trl==1.16.0) training every algorithm of
-`resrl.core.registry` with the project's one loss, `resrl.core.loss.policy_loss`.
+`resrl.core.registry` with the policy loss the algorithm names (`resrl.core.loss.POLICY_LOSSES`:
+the clipped surrogate `policy_loss`, or FlowRL's trajectory balance).
 
 The adapter holds no math: it collects what the core needs — rewards, group ids, response masks,
 truncation flags and, for ResRL, penultimate-layer hidden states — and calls the core.
@@ -57,7 +58,7 @@ from trl.trainer.utils import RepeatSampler, identity, split_tensor_dict, use_ad
 from resrl.checkpoint import STAGING, publish, rotate
 from resrl.core.advantages import dynamic_sampling_mask
 from resrl.core.flowrl import LogZHead
-from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate, policy_loss
+from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate
 from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages, get_algorithm
 from resrl.engines.batches import (aligned_layout_possible, concat_batches, local_token_advantages, select_rows,
                                    shuffle_groups)
@@ -85,7 +86,7 @@ UNSUPPORTED_TRL_OPTIONS = (
 
 class ResRLTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages are the `(B, T)` token advantages of `algorithm` and whose loss
-    is `resrl.core.loss.policy_loss` with `loss_config`.
+    is the algorithm's policy loss from `resrl.core.loss.POLICY_LOSSES` with `loss_config`.
 
     algorithm:          resrl.core.registry.AlgorithmConfig (name, shaping, ResRL settings)
     loss_config:        resrl.core.loss.LossConfig (aggregation, clip-higher, dual-clip, KL, entropy)
@@ -108,6 +109,9 @@ class ResRLTrainer(GRPOTrainer):
         self._check_trl_options()
         self._hidden = PenultimateHidden(self.model) if self.needs_hidden else None
         self._policy_loss = get_policy_loss(spec.policy_loss)
+        if spec.policy_loss != "clipped-surrogate" and self.use_vllm and self.vllm_importance_sampling_correction:
+            raise ValueError(f"GRPOConfig.vllm_importance_sampling_correction=True is not supported with the "
+                             f"{spec.policy_loss!r} loss (it has no per-token surrogate to weight); set it to false")
         self.needs_reference = spec.needs_reference or loss_config.kl_coef > 0
         if spec.needs_reference and self.ref_model is None and not self._is_peft():
             self.ref_model = self._build_reference_model()
