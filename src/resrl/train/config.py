@@ -7,7 +7,8 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
     data:       the training problems (jsonl / parquet, veRL columns or {"problem", "answer"})
     reward:     the verifier ("math", "exact" or "module:function")
     algorithm:  resrl.core.registry.AlgorithmConfig (name: grpo | drgrpo | dapo | psr | nsr |
-                w-reinforce | resrl; resrl: {...} holds resrl.core.ResRLConfig)
+                w-reinforce | flowrl | resrl; resrl: {...} holds resrl.core.ResRLConfig,
+                flowrl: {...} resrl.core.flowrl.FlowRLConfig)
     loss:       resrl.core.loss.LossConfig (keys not given take the algorithm's defaults)
     train:      batch shape, optimiser, sampling, seed, steps
     engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
