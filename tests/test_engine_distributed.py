@@ -51,3 +51,12 @@ def test_two_process_update_equals_single_process(tmp_path):
     out = launch(HERE / "dist_train_script.py", model_dir, str(tmp_path / "run"))
     for name in ("world", "straddle", "once", "completions", "weights", "params"):
         assert f"CHECK {name} ok" in out, f"check {name} missing or failed:\n" + out[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_process_flowrl_keeps_the_log_z_head_in_sync(tmp_path):
+    model_dir = build_small_model(tmp_path / "model")
+    out = launch(HERE / "dist_flowrl_script.py", model_dir, str(tmp_path / "run"))
+    for name in ("world", "completions", "head-synced", "body-synced"):
+        assert f"CHECK {name} ok" in out, f"check {name} missing or failed:\n" + out[-4000:]
