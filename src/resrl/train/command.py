@@ -37,9 +37,12 @@ def run(args) -> int:
 
     try:
         config = load_config(args.config, args.overrides)
-        from resrl.train.runner import launched_world_size
+        from resrl.train.runner import grpo_args, launched_world_size
 
         config.validate(num_processes=launched_world_size())
+        if args.check:  # the values handed to TRL too (a bad `trl:` value is found here, not after loading);
+            # use_cpu so that a GPU config can be checked on a machine without one
+            grpo_args(config, launched_world_size(), use_cpu=True)
     except ConfigError as exc:
         print(f"resrl train: error: {exc}", file=sys.stderr)
         return 2

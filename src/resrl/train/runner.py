@@ -139,7 +139,7 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         return GRPOConfig(**{**ours, **config.trl})
     except (TypeError, ValueError) as exc:
         given = ", ".join(f"trl.{k}" for k in sorted(config.trl)) or "none"
-        raise ConfigError(f"trl.GRPOConfig rejected the configuration (trl keys given: {given}): {exc}") from exc
+        raise ConfigError(f"trl.GRPOConfig rejected the configuration: {exc} (trl keys given: {given})") from exc
 
 
 def lora_config(config: TrainConfig):
