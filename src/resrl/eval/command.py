@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import argparse
 
 
@@ -75,7 +77,7 @@ def run_eval(args) -> int:
 
     if args.threads is not None:
         if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+            raise InputError(f"--threads must be >= 1, got {args.threads}")
         import torch
 
         torch.set_num_threads(args.threads)

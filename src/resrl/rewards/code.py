@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from resrl.errors import DataError, InputError
 from resrl.rewards.sandbox import SandboxLimits, run_job
 
 logger = logging.getLogger(__name__)
@@ -52,51 +53,51 @@ def _text(value: Any, where: str) -> str:
         return "\n".join(value)  # some data sets store the lines of an input / output
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return str(value)
-    raise ValueError(f"{where}: expected a string, got {type(value).__name__}")
+    raise DataError(f"{where}: expected a string, got {type(value).__name__}")
 
 
 def parse_tests(tests: Any, where: str = "tests") -> dict:
     """Validate a tests object (a dict, or its JSON text) and return it normalised, with a "format"
-    key ("check" | "stdio" | "call"). ValueError names the key that is wrong."""
+    key ("check" | "stdio" | "call"). DataError (a ValueError) names the key that is wrong."""
     if isinstance(tests, (str, bytes)):
         try:
             tests = json.loads(tests)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(tests, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(tests).__name__}")
+        raise DataError(f"{where}: expected a JSON object, got {type(tests).__name__}")
     if "test" in tests or "entry_point" in tests:
         for key in ("entry_point", "test"):
             if not isinstance(tests.get(key), str) or not tests[key].strip():
-                raise ValueError(f"{where}: HumanEval-style tests need a non-empty string '{key}'")
+                raise DataError(f"{where}: HumanEval-style tests need a non-empty string '{key}'")
         if not re.fullmatch(r"[A-Za-z_]\w*", tests["entry_point"]):
-            raise ValueError(f"{where}: 'entry_point' {tests['entry_point']!r} is not a Python name")
+            raise DataError(f"{where}: 'entry_point' {tests['entry_point']!r} is not a Python name")
         prompt = tests.get("prompt", "")
         if not isinstance(prompt, str):
-            raise ValueError(f"{where}: 'prompt' must be a string")
+            raise DataError(f"{where}: 'prompt' must be a string")
         return {"format": "check", "entry_point": tests["entry_point"], "test": tests["test"], "prompt": prompt}
     if "inputs" not in tests or "outputs" not in tests:
-        raise ValueError(f"{where}: expected 'entry_point'+'test', or 'inputs'+'outputs' (keys: {sorted(tests)[:8]})")
+        raise DataError(f"{where}: expected 'entry_point'+'test', or 'inputs'+'outputs' (keys: {sorted(tests)[:8]})")
     inputs, outputs = tests["inputs"], tests["outputs"]
     if not isinstance(inputs, list) or not isinstance(outputs, list):
-        raise ValueError(f"{where}: 'inputs' and 'outputs' must be lists")
+        raise DataError(f"{where}: 'inputs' and 'outputs' must be lists")
     if len(inputs) != len(outputs):
-        raise ValueError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs")
+        raise DataError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs")
     if not inputs:
-        raise ValueError(f"{where}: 'inputs' is empty")
+        raise DataError(f"{where}: 'inputs' is empty")
     fn_name = tests.get("fn_name")
     if fn_name:
         if not isinstance(fn_name, str) or not re.fullmatch(r"[A-Za-z_]\w*", fn_name):
-            raise ValueError(f"{where}: 'fn_name' {fn_name!r} is not a Python name")
+            raise DataError(f"{where}: 'fn_name' {fn_name!r} is not a Python name")
         args = []
         for i, a in enumerate(inputs):
             if isinstance(a, str):  # TACO stores call arguments as JSON text, one argument per line
                 try:
                     a = [json.loads(line) for line in a.splitlines() if line.strip()]
                 except json.JSONDecodeError:
-                    raise ValueError(f"{where}: 'inputs'[{i}] is a string that is not JSON arguments") from None
+                    raise DataError(f"{where}: 'inputs'[{i}] is a string that is not JSON arguments") from None
             if not isinstance(a, list):
-                raise ValueError(f"{where}: 'inputs'[{i}] must be a list of arguments")
+                raise DataError(f"{where}: 'inputs'[{i}] must be a list of arguments")
             args.append(a)
         return {"format": "call", "fn_name": fn_name, "inputs": args, "outputs": list(outputs)}
     return {"format": "stdio", "inputs": [_text(x, f"{where}: 'inputs'[{i}]") for i, x in enumerate(inputs)],
@@ -220,7 +221,7 @@ def run_tests(code: str, tests: dict, timeout_s: float = 10.0, *, limits: Sandbo
     total_timeout_s   wall-time limit of all test cases together (default: timeout_s × #tests,
                       at most 60 s + timeout_s); the interpreter start gets `limits.startup_s` more
     stop_on_failure   stop at the first failing test (enough for a pass/fail reward)
-    Raises ValueError only for malformed `tests` (the data's fault, not the program's).
+    Raises DataError (a ValueError) only for malformed `tests` (the data's fault, not the program's).
     """
     start = time.perf_counter()
     tests = tests if isinstance(tests, dict) and tests.get("format") in FORMATS else parse_tests(tests)
@@ -307,9 +308,9 @@ class CodeExecutor:
     def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, limits: SandboxLimits | None = None,
                  stop_on_failure: bool = False, cache_size: int = 65536) -> None:
         if not (isinstance(num_workers, int) and num_workers >= 1):
-            raise ValueError(f"CodeExecutor: num_workers must be a positive int, got {num_workers!r}")
+            raise InputError(f"CodeExecutor: num_workers must be a positive int, got {num_workers!r}")
         if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
-            raise ValueError(f"CodeExecutor: timeout_s must be > 0, got {timeout_s!r}")
+            raise InputError(f"CodeExecutor: timeout_s must be > 0, got {timeout_s!r}")
         self.num_workers = num_workers
         self.timeout_s = float(timeout_s)
         self.limits = limits or SandboxLimits()
@@ -440,7 +441,7 @@ class CodeReward:
 
     def score(self, completions: Sequence[str], answers: Sequence[str]) -> list[CodeScore]:
         if len(completions) != len(answers):
-            raise ValueError(f"code reward: {len(completions)} completions but {len(answers)} tests")
+            raise InputError(f"code reward: {len(completions)} completions but {len(answers)} tests")
         start = time.perf_counter()
         hits0 = self.executor.stats["cache_hits"]
         codes = [extract_code(str(c)) for c in completions]
