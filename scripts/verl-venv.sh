@@ -3,7 +3,7 @@
 # which conflicts with the project's TRL stack (transformers 5.23), so it cannot share .venv.
 # Cached under .cache/verl-venv (git-ignored); rebuilt only when this file's pins change.
 # Installs the CPU torch pin first, veRL itself with --no-deps, and only what veRL's import chain
-# (`import verl`, verl.trainer.ppo.core_algos, the Hydra trainer config) needs — no vLLM, no
+# (`import verl`, core_algos, ray_trainer.compute_advantage, the Hydra trainer config) needs — no vLLM, no
 # flash-attn, no GPU packages. Then resrl (no deps) so its `verl.plugins` entry point is registered.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +20,14 @@ PINS=(
   "codetiming==1.4.0"
   "numpy>=2.0"
   "packaging>=20"
+  # what verl.trainer.ppo.ray_trainer (veRL's own compute_advantage, used by the tests) imports
+  "torchdata==0.11.0"
+  "datasets==5.2.0"
+  "pillow==13.0.0"
+  "peft==0.21.2"
+  "cachetools==8.0.1"
+  "fastapi==0.165.0"
+  "uvicorn==0.54.0"
 )
 STAMP="$VENV/.resrl-pins"
 WANT="$(printf '%s\n' "torch==2.13.0" "${PINS[@]}")"

@@ -25,7 +25,7 @@ from resrl.engines.verl.layouts import (
     split_groups,
 )
 from resrl.engines.verl.weights import RankWeightAccumulator, apply_multiplier
-from tests.resrl_reference import reference_token_advantages
+from resrl_reference import reference_token_advantages
 
 D = 8
 
@@ -326,3 +326,16 @@ def test_capture_on_a_tiny_hf_model_padded_equals_hidden_states_minus_two():
     adv = grpo_advantages(rewards, torch.tensor(uids))
     want, _ = resrl_token_advantages(hidden, mask, adv, torch.tensor(uids), cfg)
     torch.testing.assert_close(apply_multiplier(adv, out.multiplier, out.positive) * mask, want, rtol=0, atol=1e-5)
+
+
+def test_resrl_config_from_verl_algorithm_overrides():
+    from resrl.engines.verl.weights import resrl_config_from
+
+    assert resrl_config_from(None) == ResRLConfig()
+    assert resrl_config_from({"adv_estimator": "resrl"}) == ResRLConfig()
+    cfg = resrl_config_from({"resrl": {"rank": 64, "max_pos_tokens": 4096, "wreinforce_lambda": 0.1}})
+    assert cfg.rank == 64 and cfg.max_pos_tokens == 4096
+    with pytest.raises(ValueError, match="unknown key.*'rnak'"):
+        resrl_config_from({"resrl": {"rnak": 3}})
+    with pytest.raises(ValueError, match="ResRLConfig.rank"):
+        resrl_config_from({"resrl": {"rank": 0}})

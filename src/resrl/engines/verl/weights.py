@@ -137,3 +137,21 @@ def apply_multiplier(advantages: Tensor, multiplier: Tensor, positive: Tensor | 
                 "the rewards changed between the old-log-prob pass and the estimator (KL in reward? "
                 "set algorithm.use_kl_in_reward=False)")
     return multiplier.to(advantages.device).float() * advantages.float()[:, None]
+
+
+def resrl_config_from(algorithm_config) -> ResRLConfig:
+    """ResRLConfig from veRL's `algorithm.resrl` mapping (`+algorithm.resrl.rank=64` ...): the
+    keys are ResRLConfig's field names; an unknown key is an error naming it, never ignored."""
+    sub = None
+    if algorithm_config is not None:
+        sub = algorithm_config.get("resrl", None) if hasattr(algorithm_config, "get") else None
+    if sub is None:
+        return ResRLConfig()
+    items = dict(sub.items()) if hasattr(sub, "items") else dict(sub)
+    known = set(ResRLConfig.field_names())
+    # keys the estimators read (not weight hyper-parameters)
+    estimator_keys = {"wreinforce_lambda", "correct_threshold", "std_eps"}
+    unknown = sorted(set(items) - known - estimator_keys)
+    if unknown:
+        raise ValueError(f"algorithm.resrl: unknown key(s) {unknown}; allowed {sorted(known | estimator_keys)}")
+    return ResRLConfig(**{k: v for k, v in items.items() if k in known})
