@@ -73,5 +73,8 @@ class OldLogProbCapture:
     def held_bytes(self) -> int:
         return self.acc.held_bytes()
 
-    def finish(self, group_size: int | None = None, rank: int | None = None) -> RankWeights:
-        return self.acc.finish(group_size, rank)
+    def finish(self, group_size: int | None = None, rank: int | None = None,
+               device: torch.device | str | None = None) -> RankWeights:
+        """Weights for the rank (see RankWeightAccumulator.finish); device: where to compute them
+        when the states were stored elsewhere (storage_device="cpu")."""
+        return self.acc.finish(group_size, rank, device)
