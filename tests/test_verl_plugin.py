@@ -333,3 +333,18 @@ def test_resrl_config_from_verl_algorithm_overrides():
         resrl_config_from({"resrl": {"rnak": 3}})
     with pytest.raises(ValueError, match="ResRLConfig.rank"):
         resrl_config_from({"resrl": {"rank": 0}})
+
+
+def test_plugin_modules_import_no_training_stack():
+    """A veRL venv has no TRL (and another transformers): the plugin's modules, resrl and
+    resrl.core must import none of transformers, trl, peft, accelerate or resrl.train."""
+    import subprocess
+    import sys
+
+    code = ("import sys, resrl, resrl.core, resrl.engines.verl.layouts, resrl.engines.verl.weights, "
+            "resrl.engines.verl.capture\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('transformers', 'trl', 'peft', 'accelerate')"
+            " or m.startswith(('resrl.train', 'resrl.engines.trl')))\n"
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
