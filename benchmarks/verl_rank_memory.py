@@ -12,6 +12,7 @@ paper's scale (spec §7: 256 prompts × G = 4, 8 ranks, T = 4096, Qwen3 d) next 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 
 import torch
@@ -43,6 +44,7 @@ def main() -> None:
         acc.add(rows, states, rewards[list(rows)], [uids[i] for i in rows])
     held = acc.held_bytes()
     padded = args.rows * int(lengths.max()) * args.d * 2
+    rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     t0 = time.perf_counter()
     out = acc.finish(group_size=args.group)
     if args.device != "cpu":
@@ -52,6 +54,9 @@ def main() -> None:
     print(f"  held between forward and finish: {held / GIB:.3f} GiB (= sum(len) * d * 2 = "
           f"{int(lengths.sum()) * args.d * 2 / GIB:.3f})")
     print(f"  padded copy in finish:           {padded / GIB:.3f} GiB (rows * max_len * d * 2)")
+    if args.device == "cpu":
+        rss1 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        print(f"  peak RSS growth during finish:   {(rss1 - rss0) / GIB:.3f} GiB (padded copy + resrl.core's chunks)")
     print(f"  finish (weights for the rank):   {dt:.2f} s; multiplier {tuple(out.multiplier.shape)} float32 "
           f"= {out.multiplier.numel() * 4 / GIB:.4f} GiB leaves the rank")
     print("paper scale (256 prompts x 4 = 1024 responses over 8 ranks = 128 rows, T = 4096, bf16), worst case "
