@@ -92,6 +92,11 @@ def test_resrl_estimator_equals_resrl_core_with_the_rank_multiplier():
     h, _ = pad_responses([hidden[i, :int(mask[i].sum())] for i in range(len(uids))], width=mask.shape[1])
     want = core_reference("resrl", rewards, mask, uids, hidden=h, resrl_cfg=cfg)
     assert torch.equal(adv, want) and torch.equal(ret, want)
+    # veRL pads responses to its own width; the rank's multiplier is as wide as its longest response
+    wide = lambda x: torch.nn.functional.pad(x, (0, 3))  # noqa: E731
+    adv_w, _ = fn(token_level_rewards=wide(tlr), response_mask=wide(mask), index=uids, config=None,
+                  resrl_multiplier=rw.multiplier, resrl_positive=rw.positive)
+    assert torch.equal(adv_w, wide(want))
     with pytest.raises(ValueError, match="per-token weights"):
         fn(token_level_rewards=tlr, response_mask=mask, index=uids, config=None)
     with pytest.raises(ValueError, match="another positive/negative split"):
@@ -125,3 +130,36 @@ def test_hydra_overrides_select_the_estimators():
     assert torch.equal(adv, core_reference("w_reinforce", rewards, mask, uids, wreinforce_lambda=0.3))
     with pytest.raises(Exception, match="resrl"):
         omega_conf_to_dataclass(cfg.algorithm)
+
+
+def test_verl_balance_batch_splits_groups_the_plugin_refuses_and_group_balance_keeps_them():
+    """veRL's own balance (`_balance_batch`: Karmarkar-Karp over row workloads, equal row counts)
+    reorders a GRPO batch so that ranks hold partial groups; the rank check refuses that naming
+    trainer.balance_batch. `group_preserving_partitions` gives whole groups, and each rank's
+    weights then equal resrl.core on that rank's groups."""
+    from verl.utils.seqlen_balancing import calculate_workload, get_seqlen_balanced_partitions
+
+    from resrl.engines.verl.layouts import SplitGroupError, check_whole_groups, group_preserving_partitions
+
+    g = torch.Generator().manual_seed(3)
+    n_groups, G, k = 16, 4, 4
+    seq = torch.randint(20, 400, (n_groups * G,), generator=g)
+    uids = [f"p{i // G}" for i in range(n_groups * G)]
+    parts = get_seqlen_balanced_partitions(calculate_workload(seq), k_partitions=k, equal_size=True)
+    with pytest.raises(SplitGroupError, match=r"trainer\.balance_batch"):
+        for r, part in enumerate(parts):
+            check_whole_groups([uids[i] for i in part], G, rank=r)
+    ours = group_preserving_partitions(seq.tolist(), uids, k)
+    tlr, mask, _, rewards, hidden = batch(seed=4, n_groups=n_groups, G=G)
+    uid_arr = np.array(uids, dtype=object)
+    cfg = ResRLConfig(rank=2)
+    for part in ours:
+        check_whole_groups([uids[i] for i in part], G)
+        idx = torch.tensor(part)
+        rw = rank_multiplier(rewards[idx], mask[idx], uid_arr[part], hidden[idx], cfg)
+        adv, _ = core_algos.get_adv_estimator_fn("resrl")(
+            token_level_rewards=tlr[idx], response_mask=mask[idx], index=uid_arr[part], config=None,
+            resrl_multiplier=rw.multiplier, resrl_positive=rw.positive)
+        h, _ = pad_responses([hidden[i, :int(mask[i].sum())] for i in part], width=mask.shape[1])
+        want = core_reference("resrl", rewards[idx], mask[idx], uid_arr[part], hidden=h, resrl_cfg=cfg)
+        assert torch.equal(adv, want)

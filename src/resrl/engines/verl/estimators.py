@@ -100,8 +100,11 @@ def compute_resrl_advantage(token_level_rewards: Tensor, response_mask: Tensor, 
             "adv_estimator 'resrl' needs the per-token weights of the old-log-prob pass "
             "(resrl_multiplier, resrl_positive); veRL 0.9.1's compute_advantage does not pass them to "
             "custom estimators — see the README section 'veRL plugin' for the wiring")
-    if tuple(resrl_multiplier.shape) != tuple(response_mask.shape):
-        raise ValueError(f"resrl_multiplier must be (B, T) = {tuple(response_mask.shape)}, "
+    B, T = response_mask.shape
+    if resrl_multiplier.dim() != 2 or resrl_multiplier.shape[0] != B or resrl_multiplier.shape[1] > T:
+        raise ValueError(f"resrl_multiplier must be (B, <= T) with (B, T) = {(B, T)}, "
                          f"got {tuple(resrl_multiplier.shape)}")
+    if resrl_multiplier.shape[1] < T:  # the rank's longest response was shorter than veRL's padding
+        resrl_multiplier = torch.nn.functional.pad(resrl_multiplier, (0, T - resrl_multiplier.shape[1]))
     token_adv = apply_multiplier(adv, resrl_multiplier, resrl_positive) * response_mask.float()
     return token_adv, token_adv
