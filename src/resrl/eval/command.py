@@ -3,7 +3,7 @@
     resrl eval --model DIR --data aime24 math500 [more names or .jsonl/.parquet files]
                [--n 16] [--k 1,2,4,8,16] [--temperature 0.6] [--top-p 0.95] [--max-new-tokens 1024]
                [--batch-size 16] [--out runs/eval] [--limit N] [--seed 0] [--instruction TEXT]
-               [--reward math|exact|module:function] [--backend hf|vllm|auto] [--data-dir DIR]
+               [--reward math|exact|code|code-fraction|module:function] [--backend hf|vllm|auto] [--data-dir DIR]
                [--threads N] [--no-chat-template] [--no-progress]
     resrl plot-passk RUN_DIR [RUN_DIR ...] --out passk.png [--labels GRPO NSR ResRL]
 """
@@ -32,7 +32,7 @@ def register(subparsers) -> None:
                     "jsonl/parquet data set. Re-running with the same --out resumes an interrupted run.")
     p.add_argument("--model", required=True, help="local Hugging Face model directory")
     p.add_argument("--data", required=True, nargs="+", metavar="NAME_OR_FILE",
-                   help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k) or files")
+                   help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k humaneval) or files")
     p.add_argument("--data-dir", default=None, help="directory of named benchmarks (default: $RESRL_DATA_DIR, "
                                                     "then ../shared/data/math)")
     p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
@@ -49,9 +49,10 @@ def register(subparsers) -> None:
                    help="text appended to each problem (default: the \\boxed{} instruction; '' for none)")
     p.add_argument("--no-chat-template", action="store_true", help="plain-text prompts even if the tokenizer "
                                                                    "has a chat template")
-    p.add_argument("--reward", default="math", help="math (Math-Verify), exact, or module:function")
-    p.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per Math-Verify item")
-    p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes")
+    p.add_argument("--reward", default=None, help="math (Math-Verify), exact, code (sandboxed tests), code-fraction, "
+                                                  "or module:function (default: code for code data sets, else math)")
+    p.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per Math-Verify item / per code test")
+    p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes / code sandboxes at once")
     p.add_argument("--backend", choices=["hf", "vllm", "auto"], default="auto",
                    help="generation engine; auto = vLLM when installed and a GPU is present, else HF generate")
     p.add_argument("--threads", type=int, default=None,
@@ -69,6 +70,7 @@ def register(subparsers) -> None:
 
 
 def run_eval(args) -> int:
+    from resrl.data.code import default_reward
     from resrl.data.loaders import load_benchmarks
     from resrl.data.prompts import DEFAULT_INSTRUCTION
     from resrl.eval.runner import EvalConfig, evaluate
@@ -79,15 +81,16 @@ def run_eval(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    benchmarks = load_benchmarks(args.data, data_dir=args.data_dir)
+    reward = args.reward or default_reward(benchmarks)
     config = EvalConfig(
         n=args.n, ks=args.k, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size, seed=args.seed,
         instruction=DEFAULT_INSTRUCTION if args.instruction is None else args.instruction,
-        use_chat_template=False if args.no_chat_template else None, reward=args.reward,
+        use_chat_template=False if args.no_chat_template else None, reward=reward,
         reward_timeout_s=args.reward_timeout, reward_workers=args.reward_workers, backend=args.backend,
         limit=args.limit, progress=not args.no_progress,
     )
-    benchmarks = load_benchmarks(args.data, data_dir=args.data_dir)
     summary = evaluate(args.model, benchmarks, config, args.out)
     from pathlib import Path
 

@@ -1,4 +1,5 @@
-"""Reward functions by name: `"math"`, `"exact"`, or a user function `"module:function"`.
+"""Reward functions by name: `"math"`, `"exact"`, `"code"` (`"code-fraction"`), or a user function
+`"module:function"`.
 
 A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
 per completion (the answers are the dataset's reference answers, as strings). It may expose a
@@ -25,17 +26,19 @@ class RewardFunction(Protocol):
     def __call__(self, completions: list[str], answers: list[str]) -> list[float]: ...
 
 
-BUILTIN_REWARDS = ("math", "exact")
+BUILTIN_REWARDS = ("math", "exact", "code", "code-fraction")
 
 
 def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2) -> RewardFunction:
     """Build the reward function named by `spec` (see the module docstring).
 
-    timeout_s / num_workers configure the "math" verifier's process pool (ignored otherwise).
+    timeout_s / num_workers configure the "math" verifier's process pool, and for "code" the
+    per-test time limit and the number of sandboxes run at once (ignored otherwise). "code" scores
+    1 when every test passes; "code-fraction" the fraction of tests passed.
     Raises ValueError naming the module or function when `spec` cannot be resolved.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise InputError(f"reward function spec must be 'math', 'exact' or 'module:function', got {spec!r}")
+        raise InputError(f"reward function spec must be one of {list(BUILTIN_REWARDS)} or 'module:function', got {spec!r}")
     spec = spec.strip()
     if spec == "math":
         from resrl.rewards.math import MathReward
@@ -45,6 +48,10 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
         from resrl.rewards.exact import ExactMatchReward
 
         return ExactMatchReward()
+    if spec in ("code", "code-fraction"):
+        from resrl.rewards.code import CodeReward
+
+        return CodeReward(timeout_s=timeout_s, num_workers=num_workers, partial=spec == "code-fraction")
     if ":" not in spec:
         raise InputError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
                          f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")
