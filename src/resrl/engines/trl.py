@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import shutil
 
@@ -386,7 +387,8 @@ class ResRLTrainer(GRPOTrainer):
         values = torch.tensor([float(stats[k]) for k in keys], device=self.accelerator.device)
         values = self.accelerator.gather(values[None]).nanmean(dim=0).tolist()
         for k, v in zip(keys, values):
-            self._metrics[mode][f"resrl/{k}"].append(v)
+            if math.isfinite(v):  # e.g. no group of the round had a positive: no ω statistics to log
+                self._metrics[mode][f"resrl/{k}"].append(v)
 
     @staticmethod
     def _loss_mask(batch: dict) -> torch.Tensor:

@@ -5,7 +5,8 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
 
     model:      which causal LM to train (a local Hugging Face directory)
     data:       the training problems (jsonl / parquet, veRL columns or {"problem", "answer"})
-    reward:     the verifier ("math", "exact" or "module:function")
+    reward:     the verifier ("math", "exact", "code", "code-fraction", ... or "module:function";
+                resrl.rewards.registry lists them)
     algorithm:  resrl.core.registry.AlgorithmConfig (name: grpo | drgrpo | dapo | psr | nsr |
                 w-reinforce | flowrl | resrl; resrl: {...} holds resrl.core.ResRLConfig,
                 flowrl: {...} resrl.core.flowrl.FlowRLConfig)
@@ -63,7 +64,7 @@ class DataSection:
 
 @dataclass
 class RewardSection:
-    function: str = "math"  # "math" | "exact" | "module:function" (or "path/to/file.py:function")
+    function: str = "math"  # a name of resrl.rewards.registry (math, exact, code, ...) or "module:function"
     timeout_s: float = 5.0  # per-item wall-clock limit of isolated scoring (a timed-out item scores 0)
     num_workers: int = 2  # scoring processes
     # run a user "module:function" item by item in worker processes with timeout_s (the math
