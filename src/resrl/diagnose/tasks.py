@@ -47,22 +47,17 @@ def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, rew
         problems = task.test[:limit] if limit else task.test
         return DiagnoseTask(spec, [p.prompt for p in problems], [str(p.answer) for p in problems], chain_reward,
                             [p.target for p in problems])
-    if spec.startswith("rg:"):
-        from resrl.data.reasoning_gym import load_rg_problems
-        from resrl.rewards.reasoning_gym import ReasoningGymReward
-
-        problems = load_rg_problems(spec, split="test")
-        problems = problems[:limit] if limit else problems
-        rew = ReasoningGymReward()
-        from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompts
-        prompts = render_prompts(problems, tokenizer, instruction if instruction is not None else DEFAULT_INSTRUCTION,
-                                 use_chat_template)
-        return DiagnoseTask(spec, prompts, [p.answer for p in problems], rew)
     from resrl.data.loaders import load_problems
     from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompts
     from resrl.rewards.registry import load_reward_function
 
-    problems = load_problems(spec, data_dir=data_dir, limit=limit)
+    if spec.startswith("rg:"):  # reasoning-gym: the held-out split, scored by the package's verifiers
+        from resrl.data.reasoning_gym import load_rg_problems
+
+        problems = load_rg_problems(spec, split="test", limit=limit)
+        reward = reward or "rg"
+    else:
+        problems = load_problems(spec, data_dir=data_dir, limit=limit)
     prompts = render_prompts(problems, tokenizer, instruction if instruction is not None else DEFAULT_INSTRUCTION,
                              use_chat_template)
     fn = load_reward_function(reward or "math")

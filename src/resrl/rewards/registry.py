@@ -1,4 +1,4 @@
-"""Reward functions by name: `"math"`, `"exact"`, or a user function `"module:function"`.
+"""Reward functions by name: `"math"`, `"exact"`, `"rg"` (reasoning-gym), or a user function `"module:function"`.
 
 A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
 per completion (the answers are the dataset's reference answers, as strings). It may expose a
@@ -23,7 +23,7 @@ class RewardFunction(Protocol):
     def __call__(self, completions: list[str], answers: list[str]) -> list[float]: ...
 
 
-BUILTIN_REWARDS = ("math", "exact")
+BUILTIN_REWARDS = ("math", "exact", "rg")
 
 
 def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2) -> RewardFunction:
@@ -43,6 +43,10 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
         from resrl.rewards.exact import ExactMatchReward
 
         return ExactMatchReward()
+    if spec == "rg":  # reasoning-gym's own verifiers, for rg:TASK data (resrl.data.reasoning_gym)
+        from resrl.rewards.reasoning_gym import ReasoningGymReward
+
+        return ReasoningGymReward(timeout_s=timeout_s, num_workers=num_workers)
     if ":" not in spec:
         raise ValueError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
                          f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")
