@@ -23,7 +23,8 @@ def write_report(result: dict, path: Path) -> None:
     """Human-readable summary of diagnose.json."""
     r = result
     L = [f"# resrl diagnose: {r['data']} on {r['model']}", "",
-         f"{r['prompts']} prompts × {r['group_size']} samples; accuracy {_f(r['accuracy'])}; "
+         f"{r['prompts']} prompts × {r['group_size']} samples; accuracy (reward > 0) {_f(r['accuracy'])}, "
+         f"mean reward {_f(r['mean_reward'])}; "
          f"{r['mixed_groups']} groups with both a positive and a negative response; "
          f"{r['negative_tokens']} negative tokens measured; {r.get('seconds', '?')} s.", "",
          "Two representations are involved and they are different vectors: Lemma 1 and the interference "

@@ -255,7 +255,8 @@ def summarise(measurements, lemma1, rewards_all, lld, cfg: DiagnoseConfig) -> di
     result = {
         "data": cfg.data, "model": cfg.model,
         "prompts": len(rewards_all), "group_size": cfg.group_size,
-        "accuracy": float((rewards > 0).mean()) if len(rewards) else float("nan"),
+        "accuracy": float((rewards > 0).mean()) if len(rewards) else float("nan"),  # correct = reward > 0
+        "mean_reward": float(rewards.mean()) if len(rewards) else float("nan"),
         "mixed_groups": len(measurements),
         "negative_tokens": int(len(inter)),
         "lemma1_max_rel_error": max(lemma_errs) if lemma_errs else float("nan"),
