@@ -27,7 +27,9 @@ def test_parse_spec_options():
     task, settings, options = parse_rg_spec("rg:leg_counting?size=40&seed=2&min_animals=3&split=test")
     assert task == "leg_counting" and settings == {"size": 40, "seed": 2, "test_size": 200, "split": "test"}
     assert options == {"min_animals": 3}
-    for bad in ("rg:", "rg:x?size=0", "rg:x?seed=-1", "rg:x?split=dev", "leg_counting"):
+    assert parse_rg_spec("rg:basic_arithmetic?operators=[+,-]&allow_negation=false")[2] == {
+        "operators": ["+", "-"], "allow_negation": False}
+    for bad in ("rg:", "rg:x?size", "rg:x?size=0", "rg:x?seed=-1", "rg:x?split=dev", "leg_counting"):
         with pytest.raises(ValueError):
             parse_rg_spec(bad)
 

@@ -2,6 +2,7 @@
 
     rg:TASK                                   e.g. rg:leg_counting, rg:basic_arithmetic
     rg:TASK?size=500&seed=1&test_size=100     options; any other key goes to the task's generator
+    rg:basic_arithmetic?operators=[+,-]       (values are YAML scalars / lists; no URL encoding)
     rg:TASK?split=test                        the held-out split (default: train for training,
                                               test for evaluation and `resrl diagnose`)
 
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from urllib.parse import parse_qsl
-
 import yaml
 
 from resrl.data.loaders import Problem
@@ -41,7 +40,12 @@ def parse_rg_spec(spec: str) -> tuple[str, dict, dict]:
         raise ValueError(f"{spec!r}: no task name after 'rg:'")
     settings = {"size": 1000, "seed": 0, "test_size": 200, "split": None}
     options = {}
-    for key, raw in parse_qsl(query, keep_blank_values=True, strict_parsing=False):
+    # split by hand: no URL decoding, so "+" stays "+" (operators=[+,-])
+    pairs = [part.partition("=") for part in query.split("&") if part]
+    for key, sep, raw in pairs:
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"{spec!r}: option {key!r} needs a value (key=value)")
         try:
             value = yaml.safe_load(raw) if raw != "" else None
         except yaml.YAMLError:
