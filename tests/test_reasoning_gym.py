@@ -78,6 +78,9 @@ def test_extraction_order():
     assert extract_rg_answer("x \\boxed{12} <answer>13</answer>") == "12"
     assert extract_rg_answer("x <answer> 13 </answer>") == "13"
     assert extract_rg_answer("lots of text\nSo the answer is 292.") == "292"
+    assert extract_rg_answer("1 + 6 = 7\n\nThe answer is: 7") == "7"
+    assert extract_rg_answer("4 + 1 = 5.") == "5"
+    assert extract_rg_answer("I will answer this quickly: 12") == "I will answer this quickly: 12"
     assert extract_rg_answer("first\n  last line  \n") == "last line"
     assert extract_rg_answer("") == ""
 

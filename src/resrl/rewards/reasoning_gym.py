@@ -5,8 +5,8 @@ options, index); the entry is regenerated from it (deterministic) and scored wit
 `reasoning_gym.get_score_answer_fn(task)(extracted, entry)`, a float in [0, 1].
 
 Extraction from the completion, in order: the last `\\boxed{...}`, the last `<answer>...</answer>`
-(reasoning-gym's own format), the text after a final "answer is" / "answer:", else the last
-non-empty line. Scoring runs in an isolated process pool with a wall-clock timeout per item: a
+(reasoning-gym's own format), the text after a final "answer is" / "answer:" / "answer is:", the
+text after the last "=" of the last line, else the last non-empty line. Scoring runs in an isolated process pool with a wall-clock timeout per item: a
 verifier that hangs or crashes (or an answer key that is not one) scores 0, and is counted in
 `last_stats` ("timeouts", "errors").
 """
@@ -22,7 +22,7 @@ from resrl.rewards.isolation import IsolatedPool
 
 logger = logging.getLogger(__name__)
 _ANSWER_TAG = re.compile(r"<answer>\s?(.*?)\s?</answer>", re.DOTALL)
-_ANSWER_IS = re.compile(r"answer(?:\s+is|\s*:)\s*(.+?)\s*\.?\s*$", re.IGNORECASE | re.DOTALL)
+_ANSWER_IS = re.compile(r"answer(?:\s+is\s*:?|\s*[:=])\s*(.+?)\s*\.?\s*$", re.IGNORECASE | re.DOTALL)
 
 
 def extract_rg_answer(completion: str) -> str:
@@ -37,7 +37,11 @@ def extract_rg_answer(completion: str) -> str:
     if not lines:
         return ""
     m = _ANSWER_IS.search(lines[-1])
-    return m.group(1).strip() if m else lines[-1]
+    if m:
+        return m.group(1).strip()
+    if "=" in lines[-1]:  # "4 + 1 = 5": what follows the last "="
+        return lines[-1].rsplit("=", 1)[1].strip().rstrip(".").strip()
+    return lines[-1]
 
 
 def score_rg(completion: str, answer_key: str) -> float:
