@@ -248,5 +248,6 @@ def test_diagnose_command_end_to_end(tiny, tmp_path):
     assert r["theorem1_violations"] == 0 and r["theorem1_pairs"] > 0
     assert set(r["lld"]) == {"grpo", "resrl"} and "frac_positive_decreased" in r["lld"]["resrl"]
     assert set(r["by_alignment"]) == {"predicting", "token"}
+    assert len((out / "samples.jsonl").read_text().splitlines()) == 5 * 4
     for name in ("report.md", "residual_vs_interference.png", "omega_hist.png", "lld.png"):
         assert (out / name).stat().st_size > 0

@@ -73,7 +73,8 @@ def write_report(result: dict, path: Path) -> None:
         for a, v in r["lld"].items():
             L.append(f"| {a} | {_f(v['mean_delta'])} | {_f(v['median_delta'])} | {_f(v['frac_positive_decreased'])} | "
                      f"{_f(v['mean_delta_negative'])} | {_f(v['grad_norm'])} |")
-    L += ["", "Plots: `residual_vs_interference.png`, `omega_hist.png`, `lld.png`. Raw numbers: `diagnose.json`.", ""]
+    L += ["", "Plots: `residual_vs_interference.png`, `omega_hist.png`, `lld.png`. Raw numbers: `diagnose.json`; "
+          "samples and rewards: `samples.jsonl`.", ""]
     path.write_text("\n".join(L))
 
 

@@ -124,6 +124,7 @@ def run_diagnose(cfg: DiagnoseConfig) -> dict:
     measurements, lemma1, rewards_all = [], [], []
     lld_batch = LLDBatch([], [], [])
     bar = _bar(len(task.prompts), "diagnose: sample + measure groups", cfg.progress)
+    samples_log = open(out_dir / "samples.jsonl", "w")  # what was sampled and how it scored, for inspection
     try:
         for i, prompt in enumerate(task.prompts):
             group = sample_group(model, tokenizer, prompt, cfg.group_size, cfg.temperature, cfg.top_p,
@@ -134,6 +135,8 @@ def run_diagnose(cfg: DiagnoseConfig) -> dict:
                 skip_special_tokens=True)
             rewards = torch.tensor(task.reward(texts, [task.answers[i]] * len(texts)), dtype=torch.float64)
             rewards_all.append(rewards)
+            for text, r in zip(texts, rewards.tolist()):
+                samples_log.write(json.dumps({"prompt_index": i, "completion": text, "reward": r}) + "\n")
             fw = forward_group(model, group)
             classes = (_token_classes(tokenizer, group, rewards, task.targets[i], eos_text)
                        if task.targets is not None else None)
@@ -151,6 +154,7 @@ def run_diagnose(cfg: DiagnoseConfig) -> dict:
             bar.set_postfix(mixed=len(measurements))
     finally:
         bar.close()
+        samples_log.close()
         if task.close is not None:
             task.close()
 
