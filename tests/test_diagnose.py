@@ -251,3 +251,22 @@ def test_diagnose_command_end_to_end(tiny, tmp_path):
     assert len((out / "samples.jsonl").read_text().splitlines()) == 5 * 4
     for name in ("report.md", "residual_vs_interference.png", "omega_hist.png", "lld.png"):
         assert (out / name).stat().st_size > 0
+
+
+def test_token_classes_of_the_chain_task():
+    from resrl.diagnose.runner import _token_classes
+    from resrl.models.tiny import IM_END, build_char_tokenizer
+
+    tok = build_char_tokenizer("0123456789+=")
+    rows = ["3+5=8" + IM_END, "3+4=7" + IM_END, "9" + IM_END + IM_END]
+    ids = [tok(r, add_special_tokens=False)["input_ids"] for r in rows]
+    C = max(map(len, ids))
+    pad = tok.pad_token_id
+    comp = torch.tensor([i + [pad] * (C - len(i)) for i in ids])
+    cmask = torch.tensor([[j < len(i) - (1 if r.endswith(IM_END + IM_END) else 0) for j in range(C)]
+                          for i, r in zip(ids, rows)])
+    group = SampledGroup(comp, torch.ones_like(comp), C, cmask, torch.zeros(3, dtype=torch.bool))
+    classes = _token_classes(tok, group, torch.tensor([0.0, 1.0, 0.0]), "3+4=7", IM_END)
+    assert classes[0].tolist() == [0, 0, 1, 2, 2, 2]          # "3+" shared, "5" first wrong, rest after
+    assert (classes[1] == -1).all()                            # a correct row has no classes
+    assert classes[2, :2].tolist() == [1, 2]                   # wrong from the first token
