@@ -241,7 +241,7 @@ def test_diagnose_command_end_to_end(tiny, tmp_path):
     for key in ("lemma1_max_rel_error", "theorem1_violations", "theorem1_pairs", "spearman_residual_vs_interference",
                 "spearman_residual_vs_interference_low", "spearman_residual_vs_interference_high",
                 "spearman_residual_vs_alignment", "spearman_residual_vs_alignment_low",
-                "spearman_residual_vs_alignment_high", "lld"):
+                "spearman_residual_vs_alignment_high", "spearman_residual_vs_abs_interference", "lld"):
         assert key in r
     assert r["mixed_groups"] >= 1
     assert r["lemma1_max_rel_error"] <= 1e-9

@@ -43,25 +43,30 @@ def write_report(result: dict, path: Path) -> None:
          f"| Theorem 1 tightness, bound / actual, median (predicting) | {_f(r['theorem1_tightness_median'])} |",
          "", "## Does the residual track interference? (Spearman ρ, 95 % cluster-bootstrap interval over groups)", "",
          "ResRL gives *small* weight to negatives with *small* R, on the claim that they interfere most with the "
-         "positives; the claim predicts a negative ρ(R, interference) and ρ(R, alignment).", "",
-         "| hidden_alignment | ρ(R, interference Σ₊⟨g−,g+⟩) | ρ(R, alignment mean cos²) | ρ(R, Σ₊⟨x̂−,x̂+⟩) | "
-         "ρ(ω, interference) | Theorem 1 tightness median [p10, p90] | mean ω | mean k | mean M |",
-         "|---|---|---|---|---|---|---|---|---|"]
+         "positives; the claim predicts a negative ρ(R, interference) and ρ(R, alignment). Theorem 1 bounds a "
+         "magnitude, |⟨x−, x+⟩|, so ρ(R, |interference|) is shown too; the sign of the interference comes from "
+         "the logit term ⟨δ−, δ+⟩, which ResRL does not model.", "",
+         "| hidden_alignment | ρ(R, interference Σ₊⟨g−,g+⟩) | ρ(R, \\|interference\\|) | ρ(R, alignment mean cos²) | "
+         "ρ(R, Σ₊⟨x̂−,x̂+⟩) | ρ(ω, interference) | Theorem 1 tightness median [p10, p90] | mean ω | mean k | mean M |",
+         "|---|---|---|---|---|---|---|---|---|---|"]
     for a, e in r["by_alignment"].items():
         t = e.get("theorem1_tightness", {})
-        L.append(f"| {a} | {_ci(e['spearman_residual_vs_interference'])} | {_ci(e['spearman_residual_vs_alignment'])} | "
+        L.append(f"| {a} | {_ci(e['spearman_residual_vs_interference'])} | "
+                 f"{_ci(e['spearman_residual_vs_abs_interference'])} | {_ci(e['spearman_residual_vs_alignment'])} | "
                  f"{_ci(e['spearman_residual_vs_head_representation_term'])} | {_ci(e['spearman_omega_vs_interference'])} | "
                  f"{_f(t.get('median'))} [{_f(t.get('p10'))}, {_f(t.get('p90'))}] | {_f(e['mean_omega'])} | "
                  f"{_f(e['mean_effective_rank'], 1)} | {_f(e['mean_positive_tokens'], 1)} |")
     first = next(iter(r["by_alignment"].values()))
     if "by_token_class" in first:
         L += ["", "## Per token class (the task knows the correct chain)", "",
-              "| hidden_alignment | class | tokens | mean ω | mean R | mean interference | ρ(R, interference) | ρ(R, alignment) |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| hidden_alignment | class | tokens | mean ω | mean R | mean interference | ρ(R, interference) | "
+              "ρ(R, \\|interference\\|) | ρ(R, alignment) |",
+              "|---|---|---|---|---|---|---|---|---|"]
         for a, e in r["by_alignment"].items():
             for c, v in e["by_token_class"].items():
                 L.append(f"| {a} | {c} | {v['tokens']} | {_f(v['mean_omega'])} | {_f(v['mean_residual'])} | "
                          f"{_f(v['mean_interference'])} | {_ci(v['spearman_residual_vs_interference'])} | "
+                         f"{_ci(v['spearman_residual_vs_abs_interference'])} | "
                          f"{_ci(v['spearman_residual_vs_alignment'])} |")
     if r["lld"]:
         s = r["lld_settings"]

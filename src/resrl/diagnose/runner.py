@@ -226,6 +226,8 @@ def summarise(measurements, lemma1, rewards_all, lld, cfg: DiagnoseConfig) -> di
         everything = np.ones(len(R), dtype=bool)
         entry = {
             "spearman_residual_vs_interference": corr(R, inter, everything),
+            # the theorem bounds a magnitude |⟨x−, x+⟩|: the sign of the interference comes from δ
+            "spearman_residual_vs_abs_interference": corr(R, np.abs(inter), everything),
             "spearman_residual_vs_alignment": corr(R, align, everything),
             "spearman_residual_vs_head_representation_term": corr(R, repr_term, everything),
             "spearman_omega_vs_interference": corr(omega, inter, everything),
@@ -250,6 +252,7 @@ def summarise(measurements, lemma1, rewards_all, lld, cfg: DiagnoseConfig) -> di
                     "mean_residual": float(np.mean(R[keep])) if keep.any() else float("nan"),
                     "mean_interference": float(np.mean(inter[keep])) if keep.any() else float("nan"),
                     "spearman_residual_vs_interference": corr(R, inter, keep),
+                    "spearman_residual_vs_abs_interference": corr(R, np.abs(inter), keep),
                     "spearman_residual_vs_alignment": corr(R, align, keep),
                 }
         by_alignment[a] = entry
@@ -272,6 +275,7 @@ def summarise(measurements, lemma1, rewards_all, lld, cfg: DiagnoseConfig) -> di
         "spearman_residual_vs_interference": main["spearman_residual_vs_interference"]["rho"],
         "spearman_residual_vs_interference_low": main["spearman_residual_vs_interference"]["low"],
         "spearman_residual_vs_interference_high": main["spearman_residual_vs_interference"]["high"],
+        "spearman_residual_vs_abs_interference": main["spearman_residual_vs_abs_interference"]["rho"],
         "spearman_residual_vs_alignment": main["spearman_residual_vs_alignment"]["rho"],
         "spearman_residual_vs_alignment_low": main["spearman_residual_vs_alignment"]["low"],
         "spearman_residual_vs_alignment_high": main["spearman_residual_vs_alignment"]["high"],
