@@ -173,26 +173,18 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
                 f"{cell(d[m])} ({d[m]['wins']}/{d[m]['n']})" for m in metrics if m in d) + " |")
     (out / "multiseed.md").write_text("\n".join(lines) + "\n")
 
-    import matplotlib
+    from resrl.eval.plots import plot_passk  # the evaluator's Pass@k plotter, with bands
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
+    summaries = []
     for p, d in agg.items():
         ks = sorted(int(m[5:]) for m in d if m.startswith("pass@"))
-        mean = [d[f"pass@{k}"]["mean"] for k in ks]
-        ax.plot(ks, mean, marker="o", label=p)
+        m = {"pass@k": {str(k): d[f"pass@{k}"]["mean"] for k in ks}}
         if len(seeds) > 1:
-            ax.fill_between(ks, [d[f"pass@{k}"]["low"] for k in ks], [d[f"pass@{k}"]["high"] for k in ks], alpha=0.15)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("k")
-    ax.set_ylabel("Pass@k (held-out)")
-    ax.set_title(f"mean and 95 % interval over {len(seeds)} seeds", fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out / "passk_seeds.png", dpi=110)
-    plt.close(fig)
+            m["pass@k_low"] = {str(k): d[f"pass@{k}"]["low"] for k in ks}
+            m["pass@k_high"] = {str(k): d[f"pass@{k}"]["high"] for k in ks}
+        summaries.append({"benchmarks": {"held-out split": m}})
+    plot_passk(summaries, list(agg), out / "passk_seeds.png",
+               title=f"Pass@k, mean and 95 % interval over {len(seeds)} seeds")
     return [out / "multiseed.md", out / "multiseed.json", out / "passk_seeds.png"]
 
 
