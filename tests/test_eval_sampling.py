@@ -1,6 +1,6 @@
-"""Per-sample seeding of generation: a job's sample does not depend on its batch (so a resumed or
+"""Evaluation sampling and scoring rules. Per-sample seeding of generation: a job's sample does not depend on its batch (so a resumed or
 re-batched evaluation draws the same samples), and the Gumbel-max sampler draws from the right
-distribution (temperature, top-p)."""
+distribution (temperature, top-p); "correct" means the same in training and evaluation."""
 
 from __future__ import annotations
 
@@ -65,3 +65,13 @@ def test_a_jobs_sample_does_not_depend_on_its_batch(tiny):
     assert len(set(together[:3])) > 1                   # samples of one problem differ
     other_seed = HFGenerator(model, tok, temperature=1.0, top_p=0.95, max_new_tokens=8, seed=4)
     assert [x.text for x in other_seed(jobs)] != together
+
+
+def test_one_meaning_of_correct_in_training_and_evaluation():
+    from resrl.core import AlgorithmConfig
+    from resrl.eval.runner import EvalConfig
+    from resrl.eval.scoring import Scorer
+
+    assert EvalConfig().correct_threshold == AlgorithmConfig().correct_threshold == 0.0
+    score = Scorer(lambda completions, answers: [0.0, 0.25, 1.0])
+    assert [v.correct for v in score(["a", "b", "c"], ["x", "x", "x"])] == [False, True, True]
