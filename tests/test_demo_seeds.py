@@ -9,7 +9,8 @@ import math
 import numpy as np
 import pytest
 
-from resrl.demo.seeds import aggregate_seeds, paired_differences, parse_seeds, per_seed_metrics, run_seeds, write_multiseed
+from resrl.demo.seeds import per_seed_metrics, run_seeds, write_multiseed
+from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds
 
 PER_SEED = {
     0: {"grpo": {"greedy": 0.50, "avg": 0.40}, "resrl": {"greedy": 0.60, "avg": 0.38}},
@@ -79,7 +80,7 @@ def test_finished_seeds_are_not_rerun_and_outputs_are_written(tmp_path):
 
 
 def test_failing_seeds_are_reported_after_all_ran(tmp_path, capsys):
-    with pytest.raises(RuntimeError, match=r"seeds failed: \{0: 2, 1: 2\}"):
+    with pytest.raises(RuntimeError, match=r"jobs failed: \{'seed 0': 'exit 2.*'seed 1': 'exit 2"):
         run_seeds(tmp_path, [0, 1], ["--algorithms", "no-such-algo"], workers=2, poll_s=0.05)
     assert "unknown" in (tmp_path / "seed-1" / "console.log").read_text()
 

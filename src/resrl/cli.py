@@ -19,6 +19,7 @@ COMMAND_MODULES = [
     "resrl.eval.command",      # resrl eval, resrl plot-passk
     "resrl.models.command",    # resrl make-tiny-model, resrl convert-smollm2
     "resrl.diagnose.command",  # resrl diagnose
+    "resrl.eval.compare",      # resrl compare
 ]
 
 
