@@ -270,3 +270,17 @@ def test_token_classes_of_the_chain_task():
     assert classes[0].tolist() == [0, 0, 1, 2, 2, 2]          # "3+" shared, "5" first wrong, rest after
     assert (classes[1] == -1).all()                            # a correct row has no classes
     assert classes[2, :2].tolist() == [1, 2]                   # wrong from the first token
+
+
+def test_theorem1_in_blocks_counts_every_pair(tiny):
+    _, model = tiny
+    head = model.get_output_embeddings()
+    group = _handmade_group(head.weight.shape[0], C=9)
+    fw = forward_group(model, group)
+    rewards = torch.tensor([1.0, 0.0, 1.0, 0.0], dtype=torch.float64)
+    whole = measure_group(0, group, fw, rewards, head.weight, None, ResRLConfig(rank=4))
+    blocks = measure_group(0, group, fw, rewards, head.weight, None, ResRLConfig(rank=4), pair_block=3)
+    for a in ("predicting", "token"):
+        w, b = whole.by_alignment[a], blocks.by_alignment[a]
+        assert (w.theorem1_pairs, w.theorem1_violations) == (b.theorem1_pairs, b.theorem1_violations)
+        assert torch.allclose(torch.sort(w.tightness_sample).values, torch.sort(b.tightness_sample).values, rtol=1e-12)

@@ -59,7 +59,8 @@ def group_tokens(group: SampledGroup, rewards: Tensor):
 
 def measure_group(group_id: int, group: SampledGroup, fw: GroupForward, rewards: Tensor, weight: Tensor,
                   bias: Tensor | None, config: ResRLConfig, token_class: Tensor | None = None,
-                  alignments=("predicting", "token"), tightness_samples: int = 2000) -> GroupMeasurement | None:
+                  alignments=("predicting", "token"), tightness_samples: int = 2000,
+                  pair_block: int = 512) -> GroupMeasurement | None:
     """All measurements of one group, or None when it has no positive or no negative response.
 
     rewards (G,); weight (V, d_head), bias (V,) | None of the output head; token_class (G, C) int64
@@ -97,11 +98,18 @@ def measure_group(group_id: int, group: SampledGroup, fw: GroupForward, rewards:
         x = torch.nn.functional.layer_norm(h, h.shape[-1:], eps=cfg.ln_eps) - mu     # ResRL's x (G, C, d)
         x_neg, x_pos = x[nb, nt], x[pb, pt]
         r_neg, r_pos = details.residual[nb, nt], details.residual[pb, pt]
-        bound, actual = theory.theorem1_bound(x_neg, x_pos, basis, r_neg, r_pos)
-        summary = theory.theorem1_summary(bound, actual, x_neg, x_pos)
-        scale = torch.linalg.vector_norm(x_neg, dim=1)[:, None] * torch.linalg.vector_norm(x_pos, dim=1)[None, :]
-        sig = actual > 1e-6 * scale
-        ratios = (bound[sig] / actual[sig])
+        # every (negative, positive) pair, in blocks of negatives: O(block · P) memory
+        pairs = violations = 0
+        ratio_parts = []
+        norm_pos = torch.linalg.vector_norm(x_pos, dim=1)
+        for s in range(0, x_neg.shape[0], pair_block):
+            xn = x_neg[s:s + pair_block]
+            bound, actual = theory.theorem1_bound(xn, x_pos, basis, r_neg[s:s + pair_block], r_pos)
+            summary = theory.theorem1_summary(bound, actual, xn, x_pos)
+            pairs, violations = pairs + summary["pairs"], violations + summary["violations"]
+            sig = actual > 1e-6 * torch.linalg.vector_norm(xn, dim=1)[:, None] * norm_pos[None, :]
+            ratio_parts.append(bound[sig] / actual[sig])
+        ratios = torch.cat(ratio_parts)
         if ratios.numel() > tightness_samples:  # deterministic thinning
             ratios = ratios[torch.linspace(0, ratios.numel() - 1, tightness_samples).long()]
         # Ã = ω·Â on negatives; ω is undefined where Â = 0 (a reward equal to the group mean)
@@ -110,16 +118,16 @@ def measure_group(group_id: int, group: SampledGroup, fw: GroupForward, rewards:
                             torch.full_like(a_neg, float("nan")))
         out.by_alignment[alignment] = AlignmentMeasurement(
             residual=r_neg, omega=omega, alignment=theory.representation_alignment(x_neg, x_pos),
-            theorem1_pairs=summary["pairs"], theorem1_violations=summary["violations"],
+            theorem1_pairs=pairs, theorem1_violations=violations,
             tightness_sample=ratios, effective_rank=k, num_pos_tokens=int(pb.numel()))
     return out
 
 
 def lemma1_check(group: SampledGroup, fw: GroupForward, rewards: Tensor, weight: Tensor, bias: Tensor | None,
-                 pairs: int = 1) -> list[dict[str, float]]:
+                 pairs: int = 1, offset: int = 0) -> list[dict[str, float]]:
     """Lemma 1 by autograd on `pairs` (negative, positive) token pairs of the group (the first
     tokens that differ in position, spread over the response): one `V × d_head` gradient pair in
-    memory at a time. Returns one dict of relative errors per pair (see `theory.lemma1_errors`)."""
+    memory at a time; `offset` shifts which tokens are picked. Returns one dict of relative errors per pair (see `theory.lemma1_errors`)."""
     _, (nb, nt), (pb, pt) = group_tokens(group, rewards)
     if nb.numel() == 0 or pb.numel() == 0:
         return []
@@ -127,7 +135,7 @@ def lemma1_check(group: SampledGroup, fw: GroupForward, rewards: Tensor, weight:
     W = weight.detach().double()
     b = bias.detach().double() if bias is not None else None
     out = []
-    for j in range(pairs):
+    for j in range(offset, offset + pairs):
         i_n = (j * 7919) % nb.numel()  # spread over the tokens, deterministic
         i_p = (j * 104729) % pb.numel()
         xn, xp = fw.head_input[nb[i_n], nt[i_n]].double(), fw.head_input[pb[i_p], pt[i_p]].double()

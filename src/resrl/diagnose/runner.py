@@ -144,7 +144,7 @@ def run_diagnose(cfg: DiagnoseConfig) -> dict:
             if m is not None:
                 measurements.append(m)
                 if len(lemma1) < cfg.lemma1_pairs:
-                    lemma1.extend(lemma1_check(group, fw, rewards, weight, bias, pairs=1))
+                    lemma1.extend(lemma1_check(group, fw, rewards, weight, bias, pairs=1, offset=len(lemma1)))
                 if len(lld_batch.groups) < cfg.lld_groups:
                     lld_batch.groups.append(group)
                     lld_batch.rewards.append(rewards)
