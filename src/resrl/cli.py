@@ -18,6 +18,8 @@ COMMAND_MODULES = [
     "resrl.train.command",     # resrl train
     "resrl.eval.command",      # resrl eval, resrl plot-passk
     "resrl.models.command",    # resrl make-tiny-model, resrl convert-smollm2
+    "resrl.diagnose.command",  # resrl diagnose
+    "resrl.eval.compare",      # resrl compare
 ]
 
 

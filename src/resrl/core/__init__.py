@@ -34,15 +34,16 @@ from .registry import (
     get_algorithm,
     register_algorithm,
 )
-from .residual import resrl_token_advantages
+from .residual import ResidualDetails, resrl_residual_details, resrl_token_advantages
 from .resrl_config import ResRLConfig
 from .sampling import positive_token_sample_mask
 
 __all__ = [
     "ALGORITHMS", "AdvantageInputs", "AlgorithmConfig", "AlgorithmSpec", "LossConfig", "ResRLConfig",
     "POLICY_LOSSES", "PolicyLossInputs", "get_policy_loss", "register_policy_loss", "flowrl_loss", "LogZHead",
+    "ResidualDetails",
     "aggregate_loss", "compute_token_advantages", "drgrpo_advantages", "dynamic_sampling_mask",
     "get_algorithm", "group_mean_std", "grpo_advantages", "kl_estimate", "length_scaled_rewards",
     "nsr_advantages", "overlong_penalty", "positive_token_sample_mask", "policy_loss", "psr_advantages", "register_algorithm",
-    "resrl_token_advantages", "wreinforce_advantages",
+    "resrl_residual_details", "resrl_token_advantages", "wreinforce_advantages",
 ]

@@ -20,6 +20,8 @@ per batch (sizes of the gathered sets), never one per sample.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -141,6 +143,69 @@ def resrl_token_advantages(
     return token_adv, stats
 
 
+@dataclass
+class ResidualDetails:
+    """What ResRL's weights are made of, for inspection (`resrl diagnose`): the same μ+, V_k and R
+    that `resrl_token_advantages` computes, for one batch.
+
+    group_of_row  (B,) int64 dense group id of each response (ids of `group_index` in sorted order)
+    active        (G,) bool, the group was reweighted (a positive and a valid negative token)
+    mean          (G, d) μ+ of the sampled positives' layer-normed states (0 for inactive groups)
+    basis         (G, d, k_max) V_k, orthonormal columns; columns beyond the group's effective k are 0
+    effective_rank (G,) int64 effective k
+    residual      (B, T) R = (‖x‖² − ‖V_kᵀx‖²) / d, x = LN(h) − μ+, of every valid token (positive
+                  or negative) of an active group; NaN elsewhere. On negatives it is what the gate sees.
+    """
+
+    group_of_row: Tensor
+    active: Tensor
+    mean: Tensor
+    basis: Tensor
+    effective_rank: Tensor
+    residual: Tensor
+
+
+def resrl_residual_details(hidden: Tensor, response_mask: Tensor, advantages: Tensor, group_index: Tensor,
+                           config: ResRLConfig | None = None) -> ResidualDetails:
+    """μ+, V_k per group and the residual energy R of every valid token of the reweighted groups.
+
+    Inputs as `resrl_token_advantages` (hidden (B, T, d), response_mask (B, T), advantages (B,),
+    group_index (B,)); the subspaces are exactly those its weights use (same sampling, same SVD).
+    Float64 states give float64 results."""
+    cfg = config if config is not None else ResRLConfig()
+    cfg.validate()
+    mask, _ = _check_inputs(hidden, response_mask, advantages, group_index, None)
+    B, T, d = hidden.shape
+    device = hidden.device
+    adv = advantages.to(device=device, dtype=torch.float32)
+    _check_finite_valid(hidden, mask)
+    is_pos = adv > 0
+    layout = token_layout(mask, group_index)
+    G, tok_group = layout.num_groups, layout.group
+    tok_pos = is_pos[layout.b]
+    active = ((torch.bincount(tok_group[tok_pos], minlength=G) > 0)
+              & (torch.bincount(tok_group[~tok_pos], minlength=G) > 0))
+    dtype = compute_dtype(hidden)
+    residual = torch.full((B * T,), float("nan"), dtype=dtype, device=device)
+    if not bool(active.any()):
+        return ResidualDetails(layout.gid, active, torch.zeros(G, d, dtype=dtype, device=device),
+                               torch.zeros(G, d, 1, dtype=dtype, device=device),
+                               torch.zeros(G, dtype=torch.long, device=device), residual.view(B, T))
+    mu, V, eff_k = _fit_positive_subspaces(hidden, layout, tok_pos, is_pos, active, cfg, _StatsAccumulator(device))
+    sel = active[tok_group].nonzero(as_tuple=True)[0]
+    flat, rank, groups_in_order, counts_h = _sorted_by_group_size(layout.flat[sel], tok_group[sel], active)
+    n0 = 0
+    for g0, g1 in _size_sorted_chunks(counts_h, 2 * d * 4, cfg.chunk_mb << 20):
+        n1 = n0 + sum(counts_h[g0:g1])
+        index = pad_by_group(rank[n0:n1] - g0, g1 - g0, counts_h[g0])
+        groups = groups_in_order[g0:g1]
+        R, _ = _residual_energy(hidden, flat[n0:n1], index, mu[groups], V[groups], cfg.ln_eps)
+        valid = index >= 0
+        residual[flat[n0:n1][index[valid]]] = R[valid].to(dtype)
+        n0 = n1
+    return ResidualDetails(layout.gid, active, mu, V, eff_k, residual.view(B, T))
+
+
 class _StatsAccumulator:
     """Collects per-group diagnostics as tensors; one host sync in `finish`."""
 
@@ -219,11 +284,37 @@ def _reweight_active_groups(hidden, layout, tok_pos, is_pos, active, cfg, omega,
     """
     device = hidden.device
     d = hidden.shape[2]
+    tok_group = layout.group
+    sel = active[tok_group]
+    budget = cfg.chunk_mb << 20
+    mu, V, eff_k = _fit_positive_subspaces(hidden, layout, tok_pos, is_pos, active, cfg, stats_acc)
+
+    # ---- phase 2: negatives -> residuals -> ω   (steps 6-7)
+    neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
+    neg_flat, neg_rank, neg_groups, neg_counts_h = _sorted_by_group_size(
+        layout.flat[neg_sel], tok_group[neg_sel], active)
+    omega_neg = torch.empty(neg_flat.numel(), dtype=torch.float32, device=device)
+    n0 = 0
+    for g0, g1 in _size_sorted_chunks(neg_counts_h, 2 * d * 4, budget):
+        n1 = n0 + sum(neg_counts_h[g0:g1])
+        index = pad_by_group(neg_rank[n0:n1] - g0, g1 - g0, neg_counts_h[g0])
+        groups = neg_groups[g0:g1]
+        w = _negative_weights(hidden, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
+                              mu[groups], V[groups], eff_k[groups], cfg, stats_acc)
+        valid = index >= 0
+        omega_neg[n0:n1][index[valid]] = w[valid].float()
+        n0 = n1
+    omega.view(-1)[neg_flat] = omega_neg
+
+
+def _fit_positive_subspaces(hidden, layout, tok_pos, is_pos, active, cfg, stats_acc):
+    """Phase 1 (steps 3-5): μ+ (G, d), V_k (G, d, k_max) and effective k (G,) of every reweighted
+    group (zeros elsewhere), over chunks of groups of similar size."""
+    device = hidden.device
+    d = hidden.shape[2]
     G, tok_group = layout.num_groups, layout.group
     sel = active[tok_group]
     budget = cfg.chunk_mb << 20
-
-    # ---- phase 1: positives -> μ+ (G, d), V_k (G, d, k_max), effective k (G,)   (steps 3-5)
     kept = sample_positive_tokens(layout, is_pos, sel & tok_pos, cfg)
     pos_flat, pos_rank, pos_groups, pos_counts_h = _sorted_by_group_size(
         layout.flat[kept], tok_group[kept], active)
@@ -248,23 +339,7 @@ def _reweight_active_groups(hidden, layout, tok_pos, is_pos, active, cfg, omega,
         mu[groups], V[groups, :, :k_chunk], eff_k[groups] = mu_c, V_c, eff_k_c
         p0 = p1
     stats_acc.num_pos.append(torch.tensor(pos_counts_h, dtype=torch.float32, device=device))
-
-    # ---- phase 2: negatives -> residuals -> ω   (steps 6-7)
-    neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
-    neg_flat, neg_rank, neg_groups, neg_counts_h = _sorted_by_group_size(
-        layout.flat[neg_sel], tok_group[neg_sel], active)
-    omega_neg = torch.empty(neg_flat.numel(), dtype=torch.float32, device=device)
-    n0 = 0
-    for g0, g1 in _size_sorted_chunks(neg_counts_h, 2 * d * 4, budget):
-        n1 = n0 + sum(neg_counts_h[g0:g1])
-        index = pad_by_group(neg_rank[n0:n1] - g0, g1 - g0, neg_counts_h[g0])
-        groups = neg_groups[g0:g1]
-        w = _negative_weights(hidden, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
-                              mu[groups], V[groups], eff_k[groups], cfg, stats_acc)
-        valid = index >= 0
-        omega_neg[n0:n1][index[valid]] = w[valid].float()
-        n0 = n1
-    omega.view(-1)[neg_flat] = omega_neg
+    return mu, V, eff_k
 
 
 def _positive_subspace(hidden, pos_flat, pos_index, eff_k, k_max, cfg, test_matrix, stats_acc):
@@ -289,22 +364,31 @@ def _positive_subspace(hidden, pos_flat, pos_index, eff_k, k_max, cfg, test_matr
     return mu, V
 
 
-def _negative_weights(hidden, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg, stats_acc):
-    """ω of a chunk of groups' negatives (steps 6-7). neg_index (Gc, N_pad) indexes `neg_flat`, −1 on
-    padding; mu (Gc, d), V (Gc, d, k), eff_k (Gc,). Returns (Gc, N_pad) float32 (meaningless on padding)."""
+def _residual_energy(hidden, flat, index, mu, V, ln_eps):
+    """Step 6 for a chunk of groups: R = (‖x‖² − ‖V_kᵀx‖²) / d and ‖x‖² of the tokens `flat[index]`.
+
+    index (Gc, N_pad) indexes `flat` (−1 on padding: values there are meaningless); mu (Gc, d),
+    V (Gc, d, k). x = LN(h) − μ+ = s·c − μ+ (c = h − mean(h), s = 1/sqrt(var(h) + eps)) is never
+    materialised: R comes from per-token statistics and one product of c with [V | μ+], so
+    neither the layer-normed tokens nor a residual tensor exists. Returns R, ‖x‖² (Gc, N_pad)."""
     d = hidden.shape[2]
-    neg_valid = neg_index >= 0                                         # (Gc, N_pad)
-    # step 6: R = (‖x‖² − ‖V_kᵀx‖²) / d with x = LN(h) − μ+ = s·c − μ+ (c = h − mean(h),
-    # s = 1/sqrt(var(h) + eps)), from per-token statistics and one product of c with [V | μ+]:
-    # neither the layer-normed negatives nor a residual tensor is ever materialised.
-    c, var = gather_centred(hidden, neg_flat[neg_index.clamp(min=0)])   # (Gc, N_pad, d), (Gc, N_pad)
-    s_inv = torch.rsqrt(var + cfg.ln_eps)
+    c, var = gather_centred(hidden, flat[index.clamp(min=0)])          # (Gc, N_pad, d), (Gc, N_pad)
+    s_inv = torch.rsqrt(var + ln_eps)
     P = c @ torch.cat([V, mu[:, :, None]], dim=2)                      # (Gc, N_pad, k+1): cᵀV, cᵀμ
     del c
     mu_V = (mu[:, :, None] * V).sum(dim=1)                             # (Gc, k) μᵀV
     Vx = s_inv[..., None] * P[..., :-1] - mu_V[:, None, :]             # V_kᵀx
     sq = d * var * s_inv.square() - 2.0 * s_inv * P[..., -1] + mu.square().sum(dim=1, keepdim=True)  # ‖x‖²
     R = (sq - Vx.square().sum(dim=-1)).clamp(min=0.0) / d
+    return R, sq
+
+
+def _negative_weights(hidden, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg, stats_acc):
+    """ω of a chunk of groups' negatives (steps 6-7). neg_index (Gc, N_pad) indexes `neg_flat`, −1 on
+    padding; mu (Gc, d), V (Gc, d, k), eff_k (Gc,). Returns (Gc, N_pad) float32 (meaningless on padding)."""
+    d = hidden.shape[2]
+    neg_valid = neg_index >= 0                                         # (Gc, N_pad)
+    R, sq = _residual_energy(hidden, neg_flat, neg_index, mu, V, cfg.ln_eps)
 
     # step 7: gate on the group's pooled negative residuals
     R_for_q = torch.where(neg_valid, R, torch.full_like(R, float("inf")))

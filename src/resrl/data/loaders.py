@@ -190,7 +190,12 @@ def data_name(path: Path) -> str:
 
 
 def load_problems(spec: str | Path, data_dir: str | Path | None = None, limit: int | None = None) -> list[Problem]:
-    """Problems of one file or named data set (see module docstring); the first `limit` if given."""
+    """Problems of one file or named data set (see module docstring); the first `limit` if given.
+    `rg:TASK?...` is a reasoning-gym task (resrl.data.reasoning_gym), its train split by default."""
+    if str(spec).startswith("rg:"):
+        from resrl.data.reasoning_gym import load_rg_problems
+
+        return load_rg_problems(str(spec), split="train", limit=limit)
     path = resolve_data_path(spec, data_dir)
     source = data_name(path)
     problems = []
@@ -212,6 +217,11 @@ def load_benchmarks(specs: list[str], data_dir: str | Path | None = None,
     """{name: problems} for several names / files; the key is the file stem."""
     out: dict[str, list[Problem]] = {}
     for spec in specs:
+        if str(spec).startswith("rg:"):  # a reasoning-gym task: its held-out (test) split by default
+            from resrl.data.reasoning_gym import load_rg_problems
+
+            out[str(spec)] = load_rg_problems(str(spec), split="test", limit=limit)
+            continue
         path = resolve_data_path(spec, data_dir)
         name = data_name(path)
         if name in out:

@@ -20,6 +20,11 @@ def register(subparsers) -> None:
     p.add_argument("--algorithms", default="grpo,w-reinforce,resrl",
                    help="comma-separated algorithm names (default: grpo,w-reinforce,resrl)")
     p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
+    p.add_argument("--seeds", default=None,
+                   help="several seeds, e.g. 0,1,2: one demo process per seed in OUT/seed-S (resumable: finished "
+                        "seeds are kept), then mean and 95 %% interval over seeds and paired differences vs GRPO")
+    p.add_argument("--workers", type=int, default=None,
+                   help="with --seeds: seeds run at once, one torch thread each (default: the number of CPUs)")
     p.add_argument("--quick", action="store_true", help="tiny budgets and an easier task: a smoke run")
     p.add_argument("--rl-steps", type=int, default=None, help="RL steps per algorithm (default: 250; quick: 6)")
     p.add_argument("--lr", type=float, default=None, help="RL learning rate (default: 1e-4)")
@@ -53,7 +58,30 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.seeds is not None:
+        return run_multiseed(args)
     from resrl.demo.pipeline import run_demo
 
     run_demo(config_from_args(args))
+    return 0
+
+
+def run_multiseed(args: argparse.Namespace) -> int:
+    import os
+
+    from resrl.demo.seeds import parse_seeds, run_seeds, write_multiseed
+
+    seeds = parse_seeds(args.seeds)
+    config_from_args(args)  # validate the shared options before starting any process
+    demo_args = ["--algorithms", args.algorithms]
+    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
+        if value is not None:
+            demo_args += [flag, str(value)]
+    if args.quick:
+        demo_args.append("--quick")
+    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
+    summaries = run_seeds(args.out, seeds, demo_args, workers)
+    files = write_multiseed(args.out, summaries, baseline="grpo")
+    print((files[0]).read_text())
+    print("wrote " + ", ".join(map(str, files)))
     return 0

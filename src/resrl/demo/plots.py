@@ -73,26 +73,10 @@ def plot_training_curves(runs: dict[str, Sequence[dict]], path: str | Path, smoo
 
 
 def plot_pass_at_k(results: dict[str, dict[int, float]], path: str | Path, title: str = "") -> None:
-    """results: label (e.g. "warm start", "grpo") -> {k: Pass@k}. One curve per label, log2 x axis."""
-    import matplotlib
+    """results: label (e.g. "warm start", "grpo") -> {k: Pass@k}, drawn by the evaluator's own
+    plotter (`resrl.eval.plots.plot_passk`, the one `resrl plot-passk` uses), one held-out panel."""
+    from resrl.eval.plots import plot_passk
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.0, 4.2))
-    for i, (label, passk) in enumerate(results.items()):
-        ks = sorted(passk)
-        style = dict(color="0.4", linestyle="--") if i == 0 else dict(color=f"C{i - 1}")
-        ax.plot(ks, [passk[k] for k in ks], marker="o", label=label, **style)
-    ax.set_xscale("log", base=2)
-    all_ks = sorted({k for passk in results.values() for k in passk})
-    ax.set_xticks(all_ks, [str(k) for k in all_ks])
-    ax.set_xlabel("k")
-    ax.set_ylabel("Pass@k (unbiased, held-out split)")
-    ax.set_ylim(0, 1.02)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    summaries = [{"benchmarks": {"held-out split": {"pass@k": {str(k): v for k, v in passk.items()}}}}
+                 for passk in results.values()]
+    plot_passk(summaries, list(results), path, title=title or None)

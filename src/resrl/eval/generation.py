@@ -54,12 +54,47 @@ def eos_token_ids(model, tokenizer) -> list[int]:
     return sorted(ids)
 
 
+class PerSampleSampler:
+    """A logits processor that makes sampling a function of each row's own seed.
+
+    Temperature and nucleus (top-p) filtering, then Gumbel noise drawn from a generator that
+    belongs to the row (seeded from (seed, benchmark, problem, sample index)); `generate` then
+    decodes greedily. argmax(z/T + Gumbel) is an exact draw from softmax(z/T) restricted to the
+    nucleus (the Gumbel-max trick), and the row's random stream depends on nothing else: the
+    same job gives the same sample whatever batch it is in, and a resumed run reproduces an
+    uninterrupted one. (Up to float rounding: padding can change logits in the last bits.)
+    """
+
+    def __init__(self, row_seeds: Sequence[int], temperature: float, top_p: float) -> None:
+        import torch
+
+        self.generators = [torch.Generator(device="cpu").manual_seed(int(s)) for s in row_seeds]
+        self.temperature, self.top_p = float(temperature), float(top_p)
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        z = scores.float() / self.temperature                           # (B, V)
+        if self.top_p < 1.0:
+            sorted_z, order = torch.sort(z, dim=-1, descending=True)
+            probs = torch.softmax(sorted_z, dim=-1)
+            before = torch.cumsum(probs, dim=-1) - probs                 # mass of the more likely tokens
+            drop_sorted = before >= self.top_p                           # the top token is always kept
+            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+            z = z.masked_fill(drop, float("-inf"))
+        V = z.shape[-1]
+        u = torch.stack([torch.rand(V, generator=g, dtype=torch.float64) for g in self.generators])
+        gumbel = -torch.log(-torch.log(u.clamp(1e-300, 1.0 - 1e-16)))
+        return z + gumbel.to(device=z.device, dtype=z.dtype)
+
+
 class HFGenerator:
     """`jobs -> samples` with `model.generate`, all jobs of a call in one left-padded batch.
 
-    Randomness: before each call the torch RNG is seeded from (seed, the call's first job), so a
-    run with the same batches reproduces exactly; resumed runs draw fresh samples for the
-    missing jobs. add_special_tokens: whether the tokenizer adds BOS etc. to the prompt text
+    Randomness belongs to each job: its sample is drawn with a random stream seeded from
+    (seed, benchmark, problem id, sample index) (`PerSampleSampler`), so a resumed or differently
+    batched run draws the same samples as an uninterrupted one, and different seeds compare
+    like with like. add_special_tokens: whether the tokenizer adds BOS etc. to the prompt text
     (False for chat-template text, which already holds every special token).
     """
 
@@ -77,17 +112,14 @@ class HFGenerator:
         self.eos_ids = eos_token_ids(model, tokenizer)
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (e.g. to the eos token)")
-        self._calls = 0
 
     def _generation_config(self):
         from transformers import GenerationConfig
 
-        greedy = self.temperature == 0
+        # greedy decoding in both cases: sampling is done by PerSampleSampler's Gumbel noise (no top-k:
+        # the paper samples with top-p only)
         return GenerationConfig(
-            do_sample=not greedy,
-            temperature=None if greedy else self.temperature,
-            top_p=None if greedy else self.top_p,
-            top_k=None if greedy else 0,  # 0 disables top-k: the paper samples with top-p only
+            do_sample=False, temperature=None, top_p=None, top_k=None,
             max_new_tokens=self.max_new_tokens,
             pad_token_id=self.tokenizer.pad_token_id,
             eos_token_id=self.eos_ids,
@@ -109,12 +141,15 @@ class HFGenerator:
         device = next(self.model.parameters()).device
         input_ids = enc["input_ids"].to(device)            # (B, L)
         attention_mask = enc["attention_mask"].to(device)  # (B, L)
-        first = jobs[0]
-        torch.manual_seed(_stable_seed(self.seed, first.benchmark, first.problem_id, first.sample_index, self._calls))
-        self._calls += 1
+        extra = {}
+        if self.temperature > 0:
+            from transformers import LogitsProcessorList
+
+            seeds = [_stable_seed(self.seed, j.benchmark, j.problem_id, j.sample_index) for j in jobs]
+            extra["logits_processor"] = LogitsProcessorList([PerSampleSampler(seeds, self.temperature, self.top_p)])
         with torch.no_grad():
             out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                      generation_config=self._generation_config())
+                                      generation_config=self._generation_config(), **extra)
         generated = out[:, input_ids.shape[1]:].tolist()  # (B, <= max_new_tokens)
         return [self._to_sample(row) for row in generated]
 
@@ -203,5 +238,5 @@ def _progress_bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="sample", dynamic_ncols=True)
 
 
-__all__ = ["Sample", "GenerationJob", "Generator", "HFGenerator", "VLLMGenerator", "vllm_available",
+__all__ = ["Sample", "GenerationJob", "Generator", "HFGenerator", "PerSampleSampler", "VLLMGenerator", "vllm_available",
            "generate_samples", "eos_token_ids"]

@@ -25,7 +25,9 @@ def load_summary(run_dir: str | Path) -> dict:
 def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | Path,
                title: str | None = None) -> Path:
     """Overlay the Pass@k curves of several runs; panels: every benchmark (in first-seen order)
-    plus "average" when a run has more than one benchmark. Returns the PNG path."""
+    plus "average" when a run has more than one benchmark. A run whose metrics also hold
+    "pass@k_low" / "pass@k_high" ({k: value}, e.g. an interval over seeds) gets a shaded band.
+    Returns the PNG path."""
     import matplotlib
 
     matplotlib.use("Agg")  # files only, no display needed
@@ -55,7 +57,12 @@ def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | 
             ys = [100 * m["pass@k"][str(k)] for k in ks]
             ymax = max(ymax, *ys)
             marks = [i for i, k in enumerate(ks) if k & (k - 1) == 0 or k == ks[-1]]  # powers of two, n
-            ax.plot(ks, ys, marker="o", markersize=4, markevery=marks, label=label)
+            line, = ax.plot(ks, ys, marker="o", markersize=4, markevery=marks, label=label)
+            if "pass@k_low" in m and "pass@k_high" in m:
+                low = [100 * m["pass@k_low"][str(k)] for k in ks]
+                high = [100 * m["pass@k_high"][str(k)] for k in ks]
+                ax.fill_between(ks, low, high, color=line.get_color(), alpha=0.15, linewidth=0)
+                ymax = max(ymax, *high)
         ax.set_ylim(0, min(100.0, max(5.0, 1.1 * ymax + 1)))  # start at 0: gaps between runs read true
         ax.set_xscale("log", base=2)
         ticks = [2 ** i for i in range(int(math.log2(kmax)) + 1)]

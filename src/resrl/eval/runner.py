@@ -53,7 +53,8 @@ class EvalConfig:
     use_chat_template  None = when the tokenizer has one
     reward             "math" (Math-Verify), "exact" or "module:function" (ignored if a scorer is passed)
     reward_timeout_s   per-item timeout of the Math-Verify pool; reward_workers its processes
-    correct_threshold  a reward value above it counts as correct (for float-valued reward functions)
+    correct_threshold  a reward value above it counts as correct (for float-valued reward functions);
+                       0, the training rule (AlgorithmConfig.correct_threshold): one meaning of "correct"
     backend            "hf", "vllm" or "auto" (vLLM when installed and a GPU is present)
     limit              evaluate only the first `limit` problems of each benchmark
     progress           show a progress bar
@@ -72,7 +73,7 @@ class EvalConfig:
     reward: str = "math"
     reward_timeout_s: float = 5.0
     reward_workers: int = 2
-    correct_threshold: float = 0.5
+    correct_threshold: float = 0.0  # = AlgorithmConfig.correct_threshold (tested): reward > 0 is correct
     backend: str = "hf"
     limit: int | None = None
     progress: bool = True

@@ -33,7 +33,7 @@ class Scorer:
     has_answers: whether verdicts carry normalized answers (maj@k is computable).
     """
 
-    def __init__(self, scorer=None, correct_threshold: float = 0.5, timeout_s: float = 5.0,
+    def __init__(self, scorer=None, correct_threshold: float = 0.0, timeout_s: float = 5.0,
                  num_workers: int = 2) -> None:
         self._owned = None
         self.correct_threshold = correct_threshold

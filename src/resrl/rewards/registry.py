@@ -1,5 +1,5 @@
-"""Reward functions by name: `"math"`, `"exact"`, `"code"` (`"code-fraction"`), or a user function
-`"module:function"`.
+"""Reward functions by name: `"math"`, `"exact"`, `"code"` (`"code-fraction"`), `"rg"` (reasoning-gym),
+or a user function `"module:function"`.
 
 A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
 per completion (the answers are the dataset's reference answers, as strings). It may expose a
@@ -26,7 +26,7 @@ class RewardFunction(Protocol):
     def __call__(self, completions: list[str], answers: list[str]) -> list[float]: ...
 
 
-BUILTIN_REWARDS = ("math", "exact", "code", "code-fraction")
+BUILTIN_REWARDS = ("math", "exact", "code", "code-fraction", "rg")
 
 
 def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2) -> RewardFunction:
@@ -52,6 +52,10 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
         from resrl.rewards.code import CodeReward
 
         return CodeReward(timeout_s=timeout_s, num_workers=num_workers, partial=spec == "code-fraction")
+    if spec == "rg":  # reasoning-gym's own verifiers, for rg:TASK data (resrl.data.reasoning_gym)
+        from resrl.rewards.reasoning_gym import ReasoningGymReward
+
+        return ReasoningGymReward(timeout_s=timeout_s, num_workers=num_workers)
     if ":" not in spec:
         raise InputError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
                          f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")

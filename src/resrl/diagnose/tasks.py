@@ -1,0 +1,67 @@
+"""What `resrl diagnose --data` accepts, as prompts + answers + a reward (+ the correct chain when known).
+
+    chain, chain-1digit    the demo's chained-addition task (2-digit / 1-digit terms), held-out
+                           split; it knows the correct chain, so tokens of wrong completions are
+                           classed as shared prefix / first wrong token / after it
+    rg:TASK[?k=v&...]      a reasoning-gym task (see resrl.data.reasoning_gym), scored by its own verifier
+    NAME or FILE           any data set `resrl eval` reads (benchmark names, jsonl, parquet), scored
+                           by `--reward` (default math)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask, chain_reward
+
+CHAIN_TASKS = {
+    "chain": ChainAdditionConfig(num_test=256),                                       # the demo's task
+    "chain-1digit": ChainAdditionConfig(num_terms=3, min_value=1, max_value=9, num_test=48),  # demo --quick
+}
+
+
+@dataclass
+class DiagnoseTask:
+    """prompts: final model input texts; answers: reference answers; reward(completions, answers)
+    -> scores (correct = score > 0, as in training); targets: the correct completion of each
+    prompt when the task knows it (token classes), else None."""
+
+    name: str
+    prompts: list[str]
+    answers: list[str]
+    reward: Callable[[list[str], list[str]], list[float]]
+    targets: list[str] | None = None
+    add_special_tokens: bool = False
+    close: Callable[[], None] | None = None
+
+
+def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, reward: str | None = None,
+              data_dir: str | None = None, instruction: str | None = None,
+              use_chat_template: bool | None = None) -> DiagnoseTask:
+    """Resolve `--data` (see the module docstring). limit: the first N problems."""
+    if spec in CHAIN_TASKS:
+        from dataclasses import replace
+
+        task = ChainAdditionTask(replace(CHAIN_TASKS[spec], seed=seed))
+        problems = task.test[:limit] if limit else task.test
+        return DiagnoseTask(spec, [p.prompt for p in problems], [str(p.answer) for p in problems], chain_reward,
+                            [p.target for p in problems])
+    from resrl.data.loaders import load_problems
+    from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompts
+    from resrl.rewards.registry import load_reward_function
+
+    if spec.startswith("rg:"):  # reasoning-gym: the held-out split, scored by the package's verifiers
+        from resrl.data.reasoning_gym import load_rg_problems
+
+        problems = load_rg_problems(spec, split="test", limit=limit)
+        reward = reward or "rg"
+    else:
+        problems = load_problems(spec, data_dir=data_dir, limit=limit)
+    prompts = render_prompts(problems, tokenizer, instruction if instruction is not None else DEFAULT_INSTRUCTION,
+                             use_chat_template)
+    fn = load_reward_function(reward or "math")
+    return DiagnoseTask(spec, prompts, [p.answer for p in problems], fn, close=getattr(fn, "close", None))
+
+
+__all__ = ["CHAIN_TASKS", "DiagnoseTask", "load_task"]

@@ -1,0 +1,78 @@
+"""Run chains of CLI commands in parallel worker processes, resumably (multi-seed comparisons).
+
+A job is a list of steps; a step is a command line (argv, run as `python -m resrl.cli ...`) and a
+file whose existence means the step is done. Steps of a job run in order; a finished step is
+skipped, so running the same jobs again resumes where they stopped. At most `workers` jobs run at
+once, each in its own process with one torch/OpenMP thread (on a small machine more threads per
+process only contend).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+
+@dataclass
+class Step:
+    args: list[str]      # arguments of `python -m resrl.cli`
+    done: Path           # exists when the step has finished
+
+
+@dataclass
+class Job:
+    name: str
+    steps: list[Step]
+    log: Path            # stdout + stderr of every step, appended
+
+
+def run_jobs(jobs: Sequence[Job], workers: int, poll_s: float = 1.0) -> None:
+    """Run every unfinished step of every job (see the module docstring). Raises RuntimeError naming
+    the failed jobs (with their logs) after every other job has finished."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    pending = [(job, [s for s in job.steps if not s.done.exists()]) for job in jobs]
+    done_before = [job.name for job, steps in pending if not steps]
+    if done_before:
+        print(f"already done (kept): {', '.join(done_before)}", flush=True)
+    queue = [(job, steps) for job, steps in pending if steps]
+    running: dict[str, tuple[Job, list[Step], subprocess.Popen, object]] = {}
+    failed: dict[str, str] = {}
+    t0 = time.time()
+
+    def start(job: Job, steps: list[Step]) -> None:
+        job.log.parent.mkdir(parents=True, exist_ok=True)
+        log = open(job.log, "a")
+        cmd = [sys.executable, "-m", "resrl.cli", *steps[0].args]
+        log.write(f"$ {' '.join(cmd)}\n")
+        log.flush()
+        running[job.name] = (job, steps, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log)
+
+    while queue or running:
+        while queue and len(running) < max(1, workers):
+            job, steps = queue.pop(0)
+            print(f"{job.name}: started (log {job.log})", flush=True)
+            start(job, steps)
+        time.sleep(poll_s)
+        for name in list(running):
+            job, steps, proc, log = running[name]
+            if proc.poll() is None:
+                continue
+            log.close()
+            del running[name]
+            if proc.returncode != 0 or not steps[0].done.exists():
+                failed[name] = f"exit {proc.returncode}, see {job.log}"
+                print(f"{name}: FAILED ({failed[name]})", flush=True)
+            elif len(steps) > 1:
+                start(job, steps[1:])
+            else:
+                print(f"{name}: done ({time.time() - t0:.0f} s since start)", flush=True)
+    if failed:
+        raise RuntimeError(f"jobs failed: {failed}; rerun the same command to retry them")
+
+
+__all__ = ["Step", "Job", "run_jobs"]
