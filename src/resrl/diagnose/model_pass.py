@@ -107,9 +107,8 @@ def forward_group(model: nn.Module, group: SampledGroup) -> GroupForward:
         with hidden_hook.capture(keep_last=C + 1) as outs, torch.no_grad():
             out = model(input_ids=group.input_ids, attention_mask=group.attention_mask, logits_to_keep=C + 1)
         penultimate = outs[0]
-    finally:
+    finally:  # PenultimateHidden's hook is gone once its capture block closes
         handle.remove()
-        hidden_hook.remove()
     if len(captured) != 1:
         raise ValueError(f"the output head ran {len(captured)} times in one forward; cannot tell its input")
     return GroupForward(penultimate.float(), captured[0].float(), out.logits[:, -(C + 1):-1].float())
