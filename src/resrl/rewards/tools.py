@@ -470,7 +470,8 @@ def format_calls(calls: Sequence[dict], style: str = "hermes") -> str:
     if style == "json":
         return json.dumps([{"name": c["name"], "arguments": c["arguments"]} for c in calls], ensure_ascii=False)
     if style == "python":
-        return "[" + ", ".join(f"{c['name']}(" + ", ".join(f"{k}={v!r}" for k, v in c["arguments"].items()) + ")"
+        return "[" + ", ".join(f"{c['name']}(" + ", ".join([repr(v) for v in c.get("positional", [])] +
+                                                            [f"{k}={v!r}" for k, v in c["arguments"].items()]) + ")"
                                for c in calls) + "]"
     raise ValueError(f"call style must be 'hermes', 'json' or 'python', got {style!r}")
 
