@@ -1,0 +1,250 @@
+"""Multi-turn rollouts: exact token masks with a scripted environment and a scripted policy, limits,
+token advantages that leave environment tokens out, and BFCL multi-turn environments."""
+
+import importlib.util
+import os
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages
+from resrl.core.resrl_config import ResRLConfig
+from resrl.engines.multiturn import (ChatRenderer, HFStepPolicy, make_trl_rollout_func, rollout_multi_turn,
+                                     rollout_stats, trajectories_to_batch)
+from resrl.envs.base import Environment, StepResult
+from resrl.models.tiny import build_char_tokenizer
+
+HAVE_BFCL = importlib.util.find_spec("bfcl_eval") is not None
+needs_bfcl = pytest.mark.skipif(not HAVE_BFCL and not os.environ.get("CI"),
+                                reason="bfcl-eval is not installed (CI requires it)")
+
+
+class CountingEnv(Environment):
+    """Answers "call" with a tool message "ok"; "stop" ends with reward 1 iff there were `want` calls."""
+
+    def __init__(self, want: int = 2) -> None:
+        self.want = want
+
+    def reset(self, prompt=None):
+        self.calls = 0
+        return [{"role": "user", "content": str(prompt)}]
+
+    def step(self, model_text):
+        if model_text == "call":
+            self.calls += 1
+            return StepResult([{"role": "tool", "content": "ok"}], 0.0, False)
+        return StepResult([], 1.0 if (model_text == "stop" and self.calls == self.want) else 0.0, True)
+
+
+class ScriptedPolicy:
+    """Row r of the batch says script[r][k] at its k-th step (matched by context prefix)."""
+
+    def __init__(self, tokenizer, scripts, prompts_ids):
+        self.tok, self.scripts, self.prompts = tokenizer, scripts, prompts_ids
+        self.step_of = [0] * len(scripts)
+        self.eos = tokenizer.eos_token_id
+
+    def encode(self, text):
+        return self.tok(text, add_special_tokens=False)["input_ids"]
+
+    def __call__(self, contexts, max_new_tokens):
+        outs = []
+        for ctx, budget in zip(contexts, max_new_tokens):
+            r = next(i for i, p in enumerate(self.prompts) if list(ctx[: len(p)]) == p
+                     and self.step_of[i] < len(self.scripts[i]) and self._owns(i, ctx))
+            text = self.scripts[r][self.step_of[r]]
+            self.step_of[r] += 1
+            ids = self.encode(text) + [self.eos]
+            outs.append((ids[:budget], [-0.5] * min(budget, len(ids))))
+        return outs
+
+    def _owns(self, i, ctx):
+        return True
+
+
+@pytest.fixture(scope="module")
+def tok():
+    return build_char_tokenizer()
+
+
+def test_observation_ids_are_the_template_suffix(tok):
+    renderer = ChatRenderer(tok)
+    ids = renderer.observation_ids([{"role": "tool", "content": "ok"}])
+    assert tok.decode(ids) == "\n<|im_start|>tool\nok<|im_end|>\n<|im_start|>assistant\n"
+    plain = ChatRenderer(tok, use_chat_template=False)
+    assert tok.decode(plain.observation_ids([{"role": "tool", "content": "ok"}])) == "\n[tool] ok\n"
+
+
+def test_scripted_rollout_gives_exact_masks_and_rewards(tok):
+    renderer = ChatRenderer(tok)
+    prompts = ["p0", "p1"]
+    prompt_ids = [renderer.prompt_ids([{"role": "user", "content": p}]) for p in prompts]
+    scripts = [["call", "call", "stop"], ["stop"]]
+    policy = ScriptedPolicy(tok, scripts, prompt_ids)
+    trajs = rollout_multi_turn([CountingEnv(), CountingEnv()], prompts, policy, renderer,
+                               eos_token_ids=[tok.eos_token_id], max_turns=8, max_total_tokens=500, max_step_tokens=50)
+    enc = policy.encode
+    eos = [tok.eos_token_id]
+    obs = renderer.observation_ids([{"role": "tool", "content": "ok"}])
+    call, stop = enc("call") + eos, enc("stop") + eos
+    assert trajs[0].prompt_ids == prompt_ids[0]
+    assert trajs[0].completion_ids == call + obs + call + obs + stop
+    assert trajs[0].env_mask == [1] * len(call) + [0] * len(obs) + [1] * len(call) + [0] * len(obs) + [1] * len(stop)
+    assert trajs[0].logprobs == [-0.5] * len(call) + [0.0] * len(obs) + [-0.5] * len(call) + [0.0] * len(obs) + [-0.5] * len(stop)
+    assert trajs[1].completion_ids == stop and trajs[1].env_mask == [1] * len(stop)
+    assert [t.reward for t in trajs] == [1.0, 0.0]
+    assert [t.texts for t in trajs] == scripts and all(t.done and t.truncation is None for t in trajs)
+
+    batch = trajectories_to_batch(trajs, tok.pad_token_id)
+    C = len(trajs[0].completion_ids)
+    assert batch["completion_ids"].shape == (2, C)
+    assert batch["completion_mask"][1].tolist() == [1] * len(stop) + [0] * (C - len(stop))
+    assert batch["tool_mask"][0].tolist() == trajs[0].env_mask
+    assert batch["tool_mask"][1].tolist() == [1] * C  # padding: 1, as TRL pads it
+    loss_mask = batch["completion_mask"] * batch["tool_mask"]
+    assert loss_mask.sum().item() == 2 * len(call) + 2 * len(stop)
+    P = batch["prompt_ids"].shape[1]
+    assert batch["prompt_mask"][0].sum().item() == len(prompt_ids[0]) and batch["prompt_ids"].shape == (2, P)
+    assert rollout_stats(trajs)["env_tokens_mean"] == len(obs)
+
+
+def test_limits_truncate_and_are_reported(tok):
+    renderer = ChatRenderer(tok)
+    pid = renderer.prompt_ids([{"role": "user", "content": "p"}])
+    run = lambda scripts, **kw: rollout_multi_turn(  # noqa: E731
+        [CountingEnv()], ["p"], ScriptedPolicy(tok, scripts, [pid]), renderer, eos_token_ids=[tok.eos_token_id], **kw)
+    t = run([["call"] * 10], max_turns=3, max_total_tokens=1000, max_step_tokens=50)[0]
+    assert t.truncation == "turn_limit" and t.num_model_turns == 3 and t.reward == 0.0 and not t.done
+    assert t.env_mask[-1] == 1  # ends on the model's EOS: no dangling environment tokens
+    t = run([["call"] * 10], max_turns=50, max_total_tokens=40, max_step_tokens=50)[0]
+    assert t.truncation == "token_limit" and len(t.completion_ids) <= 40
+    t = run([["a very long answer"]], max_turns=5, max_total_tokens=1000, max_step_tokens=6)[0]
+    assert t.truncation == "step_token_limit" and len(t.completion_ids) == 6 and t.texts == []
+    stats = rollout_stats([t])
+    assert stats["truncated_step_token_limit_frac"] == 1.0 and stats["done_frac"] == 0.0
+
+
+def _layout_batch(tok):
+    """Two groups of 2 scripted trajectories (rewards 1/0 in each)."""
+    renderer = ChatRenderer(tok)
+    prompts = ["a", "a", "b", "b"]
+    pids = [renderer.prompt_ids([{"role": "user", "content": p}]) for p in prompts]
+    scripts = [["call", "call", "stop"], ["call", "stop"], ["call", "call", "stop"], ["stop"]]
+
+    class Policy(ScriptedPolicy):  # rows share prompts: route by the row's position in the batch
+        def __call__(self, contexts, max_new_tokens):
+            outs = []
+            rows = [i for i in range(len(self.scripts)) if self.step_of[i] < len(self.scripts[i])]
+            for i, budget in zip(rows, max_new_tokens):
+                ids = self.encode(self.scripts[i][self.step_of[i]]) + [self.eos]
+                self.step_of[i] += 1
+                outs.append((ids[:budget], None))
+            return outs
+
+    trajs = rollout_multi_turn([CountingEnv() for _ in prompts], prompts, Policy(tok, scripts, pids), renderer,
+                               eos_token_ids=[tok.eos_token_id], max_turns=8, max_total_tokens=500, max_step_tokens=50)
+    assert [t.reward for t in trajs] == [1.0, 0.0, 1.0, 0.0]
+    return trajs, trajectories_to_batch(trajs, tok.pad_token_id)
+
+
+@pytest.mark.parametrize("algorithm", ["grpo", "resrl"])
+def test_environment_tokens_get_zero_advantage_and_no_resrl_weight(tok, algorithm):
+    trajs, batch = _layout_batch(tok)
+    mask = batch["completion_mask"] * batch["tool_mask"]  # what ResRLTrainer._loss_mask gives the core
+    B, C = mask.shape
+    g = torch.Generator().manual_seed(0)
+    hidden = torch.randn(B, C, 8, generator=g, dtype=torch.float64).float()
+    config = AlgorithmConfig(name=algorithm, resrl=ResRLConfig(rank=2, max_pos_tokens=64, boundary_tokens=2))
+    group = torch.tensor([0, 0, 1, 1])
+    adv, _ = compute_token_advantages(AdvantageInputs(batch["rewards"], group, mask, hidden), config)
+    env = (batch["completion_mask"] == 1) & (batch["tool_mask"] == 0)
+    assert env.any() and (adv[env] == 0).all()
+    assert (adv[mask == 0] == 0).all()
+    if algorithm == "grpo":  # one constant per response over its model tokens: +/- 1/sqrt(2) * ...
+        for b, sign in zip(range(B), [1, -1, 1, -1]):
+            vals = adv[b][mask[b] == 1]
+            assert torch.allclose(vals, vals[0].expand_as(vals)) and torch.sign(vals[0]).item() == sign
+    # the environment's hidden states do not matter: scramble them, same advantages
+    scrambled = hidden.clone()
+    scrambled[env] = 100 * torch.randn(int(env.sum()), 8, generator=g)
+    adv2, _ = compute_token_advantages(AdvantageInputs(batch["rewards"], group, mask, scrambled), config)
+    assert torch.equal(adv, adv2)
+    # and the model tokens get exactly what a batch holding only the model tokens gets
+    compact_len = int(mask.sum(1).max())
+    cm = torch.zeros(B, compact_len, dtype=mask.dtype)
+    ch = torch.zeros(B, compact_len, 8)
+    for b in range(B):
+        n = int(mask[b].sum())
+        cm[b, :n] = 1
+        ch[b, :n] = hidden[b][mask[b] == 1]
+    adv3, _ = compute_token_advantages(AdvantageInputs(batch["rewards"], group, cm, ch), config)
+    for b in range(B):
+        assert torch.allclose(adv[b][mask[b] == 1], adv3[b][cm[b] == 1], atol=1e-6)
+    if algorithm == "resrl":  # negatives are actually reweighted (not all equal)
+        neg = adv[1][mask[1] == 1]
+        assert neg.min() < neg.max()
+
+
+@needs_bfcl
+@pytest.mark.parametrize("category", ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+                                      "multi_turn_long_context"])
+def test_bfcl_multi_turn_ground_truth_scores_100_percent(category):
+    from resrl.envs.bfcl import bfcl_multi_turn_envs, parse_ground_truth_turn
+    from resrl.rewards.tools import format_calls
+
+    envs = bfcl_multi_turn_envs(category)
+    assert len(envs) == 200
+    for env in envs:
+        first = env.reset()
+        assert first[0]["role"] == "system" and "<tools>" in first[0]["content"]
+        for turn in env.ground_truth:
+            if turn:
+                step = env.step(format_calls(parse_ground_truth_turn(turn), "python"))
+                assert not step.done and step.observation and step.observation[0]["role"] == "tool"
+            step = env.step("Done.")
+        assert step.done and step.reward == 1.0, (env.entry["id"], step.info)
+
+
+@needs_bfcl
+def test_bfcl_multi_turn_wrong_calls_fail_with_reasons():
+    from resrl.envs.bfcl import bfcl_multi_turn_envs
+
+    env = bfcl_multi_turn_envs("base", limit=1)[0]  # turn 0: cd, mkdir, mv in the file system
+    env.reset()
+    step = env.step("[cd(folder='document')]")  # only part of turn 0
+    assert "Error" not in step.observation[0]["content"]
+    step = env.step("[kill(pid=1), no_such_tool(x=1)]")
+    assert [m["content"] for m in step.observation] == [
+        "Error during execution: Function call kill is not allowed.",
+        "Error during execution: name 'no_such_tool' is not defined"]
+    for _ in env.ground_truth:
+        step = env.step("I am done.")
+        if step.done:
+            break
+    assert step.done and step.reward == 0.0 and step.info["error_type"] == "multi_turn:instance_state_mismatch"
+    # a turn with too many call steps force-terminates
+    env.reset()
+    for _ in range(21):
+        step = env.step("[pwd()]")
+    assert step.done and step.reward == 0.0 and step.info["error_type"] == "multi_turn:force_terminated"
+
+
+def test_tiny_model_rollout_through_trl_rollout_func():
+    """Plumbing: a random tiny model talks to environments through the TRL rollout_func (G = 2)."""
+    from resrl.models.tiny import build_tiny_model
+
+    model, tokenizer = build_tiny_model()
+    model.eval()
+    prompts = ["entry 0", "entry 0", "entry 1", "entry 1"]
+    trainer = SimpleNamespace(model=model, processing_class=tokenizer,
+                              accelerator=SimpleNamespace(unwrap_model=lambda m: m),
+                              args=SimpleNamespace(temperature=1.0, top_p=1.0, max_completion_length=60))
+    torch.manual_seed(0)
+    out = make_trl_rollout_func(lambda p: CountingEnv(), max_turns=3, max_step_tokens=8)(prompts, trainer)
+    assert set(out) >= {"prompt_ids", "completion_ids", "logprobs", "env_mask", "env_reward", "truncation"}
+    assert len(out["prompt_ids"]) == len(prompts) == len(out["env_mask"]) == len(out["env_reward"])
+    for ids, m, trunc in zip(out["completion_ids"], out["env_mask"], out["truncation"]):
+        assert len(ids) == len(m) and m[0] == 1 and len(ids) <= 60
+        assert trunc in ("turn_limit", "step_token_limit", "token_limit", None)
+    assert all(r == 0.0 for r in out["env_reward"])  # a random model never says exactly "call", "call", "stop"
