@@ -248,3 +248,77 @@ def test_tiny_model_rollout_through_trl_rollout_func():
         assert len(ids) == len(m) and m[0] == 1 and len(ids) <= 60
         assert trunc in ("turn_limit", "step_token_limit", "token_limit", None)
     assert all(r == 0.0 for r in out["env_reward"])  # a random model never says exactly "call", "call", "stop"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["grpo", "resrl"])
+def test_short_multi_turn_training_run(tmp_path, monkeypatch, algorithm):
+    """Plumbing, no learning claim: ResRLTrainer trains 2 steps on multi-turn rollouts (TRL's
+    rollout_func); the loss sees tool_mask and every environment token has zero advantage."""
+    from datasets import Dataset
+    from train_helpers import build_small_model, overrides
+
+    from resrl.engines import trl as trl_engine
+    from resrl.train import load_config
+    from resrl.train.runner import grpo_args
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    model_dir = build_small_model(tmp_path / "model")
+    cfg = load_config(None, overrides(model_dir, tmp_path / "out", f"algorithm.name={algorithm}",
+                                      "train.max_completion_length=48"))
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    seen = []
+    real, real_policy_loss = trl_engine.ResRLTrainer._compute_loss, trl_engine.policy_loss
+
+    def spy(self, model, inputs):
+        seen.append({k: inputs[k].detach().clone() for k in ("tool_mask", "completion_mask")})
+        return real(self, model, inputs)
+
+    def policy_loss_spy(logps, old, advantages, mask, *args, **kwargs):  # the advantages the loss uses
+        seen[-1]["advantages"], seen[-1]["loss_mask"] = advantages.detach().clone(), mask.detach().clone()
+        return real_policy_loss(logps, old, advantages, mask, *args, **kwargs)
+
+    monkeypatch.setattr(trl_engine.ResRLTrainer, "_compute_loss", spy)
+    monkeypatch.setattr(trl_engine, "policy_loss", policy_loss_spy)
+    # a random tiny model almost never samples EOS: end every message after <= 4 sampled tokens so
+    # that conversations have several steps (the policy's tokens are still the model's samples)
+    from resrl.engines import multiturn
+    real_policy = multiturn.HFStepPolicy.__call__
+
+    def short_messages(self, contexts, max_new_tokens):
+        outs = real_policy(self, contexts, [min(4, m) for m in max_new_tokens])
+        return [((ids if ids and ids[-1] in self.eos_token_ids else ids + [self.eos_token_ids[0]]), None)
+                for ids, _ in outs]
+
+    monkeypatch.setattr(multiturn.HFStepPolicy, "__call__", short_messages)
+
+    def env_reward(prompts, completions, env_reward, **kwargs):  # the environment owns the reward
+        return list(env_reward)
+
+    class CallOnce(CountingEnv):  # reward for any two-step conversation: varied outcomes at random
+        def step(self, model_text):
+            if self.calls == 0:
+                self.calls += 1
+                return StepResult([{"role": "tool", "content": "ok"}], 0.0, False)
+            return StepResult([], float(len(model_text) % 2), True)
+
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": f"task {i}"}]} for i in range(8)])
+    trainer = trl_engine.ResRLTrainer(
+        model=model, reward_funcs=[env_reward], args=grpo_args(cfg, 1, True), train_dataset=dataset,
+        processing_class=tokenizer, algorithm=cfg.algorithm, loss_config=cfg.loss,
+        rollout_func=make_trl_rollout_func(lambda p: CallOnce(), max_turns=3, max_step_tokens=6))
+    try:
+        trainer.train()
+    finally:
+        if trainer._hidden is not None:
+            trainer._hidden.remove()
+    assert trainer.state.global_step == 2 and seen
+    env_tokens = 0
+    for batch in seen:
+        env = (batch["completion_mask"] == 1) & (batch["tool_mask"] == 0)
+        env_tokens += int(env.sum())
+        assert (batch["advantages"][env] == 0).all() and (batch["loss_mask"][env] == 0).all()
+        model_tokens = batch["loss_mask"] == 1
+        assert batch["advantages"][model_tokens].abs().sum() > 0  # the model's tokens are trained
+    assert env_tokens > 0
