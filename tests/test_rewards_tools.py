@@ -189,11 +189,11 @@ class TestRewards:
         # extra call: names Jaccard 1/2, best f matches fully -> S = 3.5 -> -3 + 6 * 3.5/4 = 2.25
         two = '<tool_call>{"name": "f", "arguments": {"a": 1, "b": "x"}}</tool_call><tool_call>{"name": "f", "arguments": {"a": 2}}</tool_call>'
         assert r([two], [REF]) == [pytest.approx(1 + 2.25)]
-        # wrong function: S = 0 -> -3; no call at all: also -3
-        assert r(['<tool_call>{"name": "g", "arguments": {"a": 1}}</tool_call>', "no idea"], [REF, REF]) == [-2.0, -2.0]
+        # wrong function: S = 0 -> -3 (format 1); no call at all: -3 and format 0 (a call was expected)
+        assert r(['<tool_call>{"name": "g", "arguments": {"a": 1}}</tool_call>', "no idea"], [REF, REF]) == [-2.0, -3.0]
         # unparsable: format 0 and correctness min
         assert r(['<tool_call>{"name": "f", "arguments": </tool_call>'], [REF]) == [-3.0]
-        assert r.last_stats["parse_error_frac"] == 1.0
+        assert r.last_stats["format_error_frac"] == 1.0
 
     def test_toolrl_with_possible_answers_and_no_call_expected(self):
         ref = json.dumps({"ground_truth": ANSWER, "functions": DOC})
@@ -201,7 +201,8 @@ class TestRewards:
         # -> S = 1 + 0.5 + 1 = 2.5 of 1 + (1 + 2) = 4
         assert toolrl_correctness([call("f", city="NYC")], *parse_reference(ref)) == pytest.approx(2.5 / 4)
         none = json.dumps([])
-        assert ToolCallReward()(["Sorry, no tool fits.", "f(a=1)"], [none, none]) == [4.0, -2.0]
+        # no call expected: a plain answer is exact; a call is wrong in structure (F = 0) and content
+        assert ToolCallReward()(["Sorry, no tool fits.", "f(a=1)"], [none, none]) == [4.0, -3.0]
 
     def test_weights_and_think_option(self):
         r = load_reward_function("tool_call[format_weight=0.5,correct_max=1,correct_min=0,require_think=1]")
@@ -335,3 +336,24 @@ def test_bfcl_loader_errors_and_names():
         bfcl_problems("multi_turn_base")
     p = bfcl_problems("simple", limit=1)[0]
     assert p.prompt[0]["role"] == "system" and "<tools>" in p.prompt[0]["content"] and p.prompt[-1]["role"] == "user"
+
+
+def test_tool_rows_load_and_bad_rows_name_the_row(tmp_path):
+    from resrl.data.loaders import load_problems
+    from resrl.data.tools import synthetic_tool_rows
+
+    path = tmp_path / "tools.jsonl"
+    rows = synthetic_tool_rows(8, seed=1)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    problems = load_problems(path)
+    assert [p.id for p in problems] == [r["id"] for r in rows]
+    for p, r in zip(problems, rows):
+        assert p.prompt[0]["role"] == "system" and p.prompt[1:] == r["messages"]
+        # the reference round-trips: the expected calls score 1 with both rewards
+        text = format_calls(r["expected"]) if r["expected"] else "No tool fits."
+        assert ToolCallExactReward()([text], [p.answer]) == [1.0]
+        assert ToolCallReward()([text], [p.answer]) == [4.0]
+    bad = dict(rows[0], expected=[{"nope": 1, "x": 2}])
+    path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(ValueError, match=r"row 2: tool-call reference item"):
+        load_problems(path)

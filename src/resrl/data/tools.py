@@ -88,5 +88,50 @@ def tool_row_to_problem(row: dict, index: int, source: str, where: str, style: s
                    answer=answer, data_source=str(row.get("source") or source), extra=extra)
 
 
-__all__ = ["tool_system_prompt", "tool_messages", "is_tool_row", "tool_row_to_problem",
-           "HERMES_INSTRUCTION", "PYTHON_INSTRUCTION"]
+SYNTHETIC_TOOLS = [
+    {"name": "add", "description": "Add two integers.", "parameters": {"type": "dict", "required": ["a", "b"],
+     "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}},
+    {"name": "weather", "description": "Weather in a city.", "parameters": {"type": "dict", "required": ["city"],
+     "properties": {"city": {"type": "string"}, "unit": {"type": "string", "enum": ["C", "F"]}}}},
+]
+
+
+def synthetic_tool_rows(n: int, seed: int = 0) -> list[dict]:
+    """`n` tiny tool-calling rows (row format above) for offline smoke runs: an addition, a weather
+    question (one or two cities, i.e. parallel calls) or a request no tool serves (no call)."""
+    import random
+
+    rng = random.Random(seed)
+    cities = ["Paris", "Oslo", "Lima", "Rome", "Cairo", "Quito"]
+    rows = []
+    for i in range(n):
+        kind = rng.choice(["add", "weather", "weather2", "none"])
+        if kind == "add":
+            a, b = rng.randint(1, 50), rng.randint(1, 50)
+            q, calls = f"What is {a} plus {b}?", [{"name": "add", "arguments": {"a": a, "b": b}}]
+        elif kind == "weather":
+            c = rng.choice(cities)
+            q, calls = f"Weather in {c}?", [{"name": "weather", "arguments": {"city": c}}]
+        elif kind == "weather2":
+            c1, c2 = rng.sample(cities, 2)
+            q = f"Weather in {c1} and {c2}, in F?"
+            calls = [{"name": "weather", "arguments": {"city": c, "unit": "F"}} for c in (c1, c2)]
+        else:
+            q, calls = rng.choice(["Tell me a joke.", "Who wrote Hamlet?", "Translate 'cat' to French."]), []
+        rows.append({"id": f"synthetic-tools-{i}", "tools": SYNTHETIC_TOOLS,
+                     "messages": [{"role": "user", "content": q}], "expected": calls})
+    return rows
+
+
+__all__ = ["tool_system_prompt", "tool_messages", "is_tool_row", "tool_row_to_problem", "synthetic_tool_rows",
+           "HERMES_INSTRUCTION", "PYTHON_INSTRUCTION", "SYNTHETIC_TOOLS"]
+
+
+if __name__ == "__main__":  # python -m resrl.data.tools N OUT.jsonl [SEED]
+    import sys
+
+    count, out_path = int(sys.argv[1]), sys.argv[2]
+    with open(out_path, "w", encoding="utf-8") as f:
+        for r in synthetic_tool_rows(count, int(sys.argv[3]) if len(sys.argv) > 3 else 0):
+            f.write(json.dumps(r) + "\n")
+    print(f"wrote {count} rows to {out_path}")

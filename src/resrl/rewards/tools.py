@@ -35,8 +35,9 @@ string: a list of expected calls [{"name", "arguments"}], a BFCL possible answer
   calls do not parse counts as making no call (so it is right exactly when no call is expected,
   BFCL's irrelevance rule).
 - `tool_call` (ToolRL, Qian et al. 2025, §3.3): `format_weight * F + C` with
-  F = 1 when every tool-call block parses (and, with `require_think`, a `<think>...</think>` comes
-  first), else 0; C in [correct_min, correct_max] (default [-3, 3]):
+  F = 1 when the answer has the expected structure: its calls parse, it makes calls exactly when
+  the reference expects some (ToolRL checks for a <tool_call> block iff the reference has one)
+  and, with `require_think`, a `<think>...</think>` comes first; else 0; C in [correct_min, correct_max] (default [-3, 3]):
   C = correct_min + (correct_max - correct_min) * S / S_max, where S = Jaccard(names) +
   sum over expected calls of the best unused predicted call with the same name of
   (Jaccard(parameter names) + number of parameters with a correct value), S_max = 1 + sum over
@@ -561,7 +562,7 @@ class ToolCallExactReward:
 class ToolCallReward:
     """`tool_call`: ToolRL's format + correctness reward (module docstring); weights configurable.
 
-    `last_stats`: format_mean, correctness_mean (the [0, 1] fraction), exact_frac, parse_error_frac.
+    `last_stats`: format_mean, correctness_mean (the [0, 1] fraction), exact_frac, format_error_frac.
     """
 
     __name__ = "tool_call"
@@ -578,7 +579,9 @@ class ToolCallReward:
         """(reward, format score, correctness fraction) of one completion."""
         possible, functions = parse_reference(answer)
         calls = parse_tool_calls(text)
-        fmt = float(calls.error is None and (not self.require_think or bool(_THINK_FIRST_RE.match(text or ""))))
+        expects_calls = possible is None or len(possible) > 0
+        fmt = float(calls.error is None and bool(calls) == expects_calls
+                    and (not self.require_think or bool(_THINK_FIRST_RE.match(text or ""))))
         if calls.error is not None:
             frac = 0.0
         elif possible is None:  # any call is right
@@ -596,7 +599,7 @@ class ToolCallReward:
         self.last_stats = {"format_mean": sum(s[1] for s in scored) / n,
                            "correctness_mean": sum(s[2] for s in scored) / n,
                            "exact_frac": sum(s[2] == 1.0 for s in scored) / n,
-                           "parse_error_frac": sum(s[1] == 0.0 for s in scored) / n}
+                           "format_error_frac": sum(s[1] == 0.0 for s in scored) / n}
         return [s[0] for s in scored]
 
 
