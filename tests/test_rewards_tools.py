@@ -218,6 +218,14 @@ class TestRewards:
         assert out == [1.0, 0.0, 1.0]  # an unparsable answer holds no call: right when none is expected
         assert r.last_stats["parse_error_frac"] == pytest.approx(1 / 3)
 
+    def test_toolrl_ground_truth_text(self):
+        ref = '<think>...</think>\n<tool_call>\n{"name": "f", "parameters": {"a": 1, "b": "x"}}\n</tool_call>'
+        assert parse_reference(ref) == ([{"f": {"a": [1], "b": ["x"]}}], None)
+        assert parse_reference("<think>...</think>\n<response>Hi</response>") == ([], None)
+        assert ToolCallReward()(['<tool_call>{"name": "f", "arguments": {"a": 1, "b": "x"}}</tool_call>'], [ref]) == [4.0]
+        with pytest.raises(ValueError, match="neither JSON"):
+            parse_reference("just words")
+
     def test_bad_reference_names_the_problem(self):
         with pytest.raises(ValueError, match="not JSON"):
             ToolCallExactReward()(["x"], ["{oops"])

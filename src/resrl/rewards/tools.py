@@ -30,7 +30,8 @@ BFCL's AST checker (bfcl-eval 2026.3.23, `eval_checker/ast_eval/ast_checker.py`)
 
 Rewards (registry names, signature `f(completions, answers) -> list[float]`; an answer is a JSON
 string: a list of expected calls [{"name", "arguments"}], a BFCL possible answer
-[{"func": {"param": [allowed values]}}], or {"ground_truth": either, "functions": [docs]}):
+[{"func": {"param": [allowed values]}}], or {"ground_truth": either, "functions": [docs]}; or
+ToolRL's ground-truth text with `<tool_call>` lines, or `<response>` for no call):
 - `tool_call_exact`: 1.0 when `bfcl_match` accepts the parsed calls, else 0.0. A completion whose
   calls do not parse counts as making no call (so it is right exactly when no call is expected,
   BFCL's irrelevance rule).
@@ -406,7 +407,16 @@ def parse_reference(answer: str | list | dict) -> tuple[list[dict] | None, list[
         if isinstance(value, dict) and value.get("any_call") is True:
             return None, value.get("functions")
     value = answer
-    if isinstance(answer, str):
+    if isinstance(answer, str) and not answer.lstrip().startswith(("[", "{")) and answer.strip():
+        # ToolRL's ground truth text: "<think>..</think>\n<tool_call>\n{json per line}\n</tool_call>"
+        # or "<think>..</think>\n<response>..</response>" (no call)
+        calls = parse_tool_calls(answer)
+        if calls.error is not None:
+            raise ValueError(f"tool-call reference text does not parse ({calls.error}): {answer[:80]!r}")
+        if not calls and "<response>" not in answer and "<think>" not in answer:
+            raise ValueError(f"tool-call reference is neither JSON nor <tool_call>/<response> text: {answer[:80]!r}")
+        value = [{"name": c["name"], "arguments": c["arguments"]} for c in calls]
+    elif isinstance(answer, str):
         try:
             value = json.loads(answer) if answer.strip() else []
         except json.JSONDecodeError as exc:
