@@ -58,8 +58,11 @@ class TestParse:
         assert names_args(single) == [("calculate_area", {"base": 10, "height": 5})]
 
     def test_python_call_on_a_line_among_text(self):
-        calls = parse_tool_calls("Sure, calling it now:\nget_time(zone='UTC')\nHope that helps.")
+        calls = parse_tool_calls("Sure, calling it now:\n[get_time(zone='UTC')]\nHope that helps.")
         assert names_args(calls) == [("get_time", {"zone": "UTC"})]
+        # a bare call inside prose or code is not an answer made of calls
+        code = "Here is code:\n```python\nx = 5\nprint(factorial(x))\n```\nIt prints 120."
+        assert parse_tool_calls(code) == [] and parse_tool_calls(code).error is None
 
     def test_positional_arguments_kept_apart_and_names_are_strings(self):
         calls = parse_tool_calls("sort('final_report.pdf', reverse=x)")

@@ -10,7 +10,8 @@ Parsing (`parse_tool_calls(text) -> ToolCalls`, a list of {"name": str, "argumen
   is taken as a string (BFCL treats it as a variable name) and a nested call as its source text.
   Positional arguments are kept apart in the call's "positional" list (only when there are any):
   BFCL's single-turn decoder ignores them, its multi-turn executor passes them on.
-Text around the calls is allowed. No call -> an empty list. A failure never raises: the returned
+Text around Hermes blocks, fenced blocks and one-line JSON / `[call, ...]` answers is allowed.
+No call -> an empty list. A failure never raises: the returned
 `ToolCalls` (a list) has `.error` set to the reason (and holds the calls that did parse) and
 `.format` says which format was found ("hermes", "json", "python" or None).
 
@@ -211,10 +212,12 @@ def _parse_hermes(text: str) -> ToolCalls:
 
 
 def _candidates(text: str) -> list[str]:
-    """Places where a bare JSON / Python call answer may sit: fenced blocks, the whole text, lines."""
+    """Places where a bare JSON / Python call answer may sit: fenced blocks, the whole text, and
+    single lines that are a JSON value or a bracketed call list. A bare `f(x)` line inside prose or
+    code is not taken as a call (BFCL's decoder would not decode such an answer either)."""
     out = [m.group(1) for m in _FENCE_RE.finditer(text)]
     out.append(text)
-    out += [line for line in text.splitlines() if line.strip()]
+    out += [line for line in text.splitlines() if line.strip().startswith(("[", "{"))]
     return out
 
 
