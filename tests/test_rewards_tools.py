@@ -368,3 +368,36 @@ def test_tool_rows_load_and_bad_rows_name_the_row(tmp_path):
     path.write_text(json.dumps(rows[0]) + "\n" + json.dumps(bad) + "\n")
     with pytest.raises(ValueError, match=r"row 2: tool-call reference item"):
         load_problems(path)
+
+
+@needs_bfcl
+def test_bfcl_single_turn_evaluation_and_table(tmp_path):
+    """The evaluator with tool_call_exact on BFCL entries gives BFCL's accuracy; the table groups it."""
+    from resrl.data.loaders import load_benchmarks
+    from resrl.eval.bfcl import bfcl_rows, bfcl_table, split_bfcl_specs
+    from resrl.eval.generation import Sample
+    from resrl.eval.runner import EvalConfig, evaluate
+
+    assert split_bfcl_specs(["bfcl:simple", "aime24", "bfcl:base"]) == (["bfcl:simple", "aime24"], ["multi_turn_base"])
+    benches = load_benchmarks(["bfcl:simple", "bfcl:irrelevance"], limit=4)
+    answers = {p.id: json.loads(p.answer) for ps in benches.values() for p in ps}
+
+    def generator(jobs):  # right on simple_python_0, _1; wrong on _2, _3; irrelevance: one call made
+        out = []
+        for job in jobs:
+            ref = answers[job.problem_id]
+            if job.benchmark == "bfcl_simple":
+                ok = job.problem_id in ("simple_python_0", "simple_python_1")
+                text = format_calls(canonical_calls(ref["ground_truth"], ref["functions"])) if ok else "No idea."
+            else:
+                text = "I can't help." if job.problem_id != "irrelevance_0" else f"[{ref['functions'][0]['name']}()]"
+            out.append(Sample(text=text, num_tokens=5, truncated=False))
+        return out
+
+    config = EvalConfig(n=1, temperature=0.0, reward="tool_call_exact", plot=False, progress=False)
+    summary = evaluate(None, benches, config, tmp_path, generator=generator)
+    rows = bfcl_rows(summary, {"multi_turn_base": {"entries": 2, "accuracy": 0.5}})
+    assert rows == {"simple": (4, 0.5), "irrelevance": (4, 0.75), "multi_turn_base": (2, 0.5)}
+    table = bfcl_table(rows)
+    assert "| simple | 4 | 50.00 |" in table and "**Non-live** (mean of 1) | | **50.00**" in table
+    assert "**Hallucination** (mean of 1) | | **75.00**" in table and "Live" not in table.replace("Non-live", "")
