@@ -322,3 +322,48 @@ def test_short_multi_turn_training_run(tmp_path, monkeypatch, algorithm):
         model_tokens = batch["loss_mask"] == 1
         assert batch["advantages"][model_tokens].abs().sum() > 0  # the model's tokens are trained
     assert env_tokens > 0
+
+
+@needs_bfcl
+def test_multi_turn_scoring_agrees_with_bfcl_checker():
+    """score_multi_turn against bfcl-eval's own multi_turn_checker on perturbed call sequences."""
+    import copy
+    import random
+
+    from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
+
+    from resrl.data.bfcl import MULTI_TURN
+    from resrl.envs.bfcl import bfcl_multi_turn_envs, parse_ground_truth_turn, score_multi_turn
+
+    def as_text(c):  # a parsed call back to BFCL's executable string
+        args = [repr(v) for v in c.get("positional", [])] + [f"{k}={v!r}" for k, v in c["arguments"].items()]
+        return f"{c['name']}({', '.join(args)})"
+
+    rng = random.Random(0)
+    compared, disagree, verdicts = 0, [], {True: 0, False: 0}
+    for category in MULTI_TURN:
+        for env in rng.sample(bfcl_multi_turn_envs(category), 6):
+            truth = [parse_ground_truth_turn(t) for t in env.ground_truth]
+            busy = [i for i, t in enumerate(truth) if t]
+            variants = {"exact": truth}
+            t_i = rng.choice(busy)
+            v = copy.deepcopy(truth); v[t_i] = v[t_i][:-1]; variants["dropped_call"] = v
+            v = copy.deepcopy(truth); v[t_i] = []; variants["empty_turn"] = v
+            v = copy.deepcopy(truth); v[t_i] = v[t_i] + v[t_i][-1:]; variants["repeated_call"] = v
+            v = copy.deepcopy(truth); v[t_i] = v[t_i][::-1]; variants["reversed_turn"] = v
+            v = copy.deepcopy(truth)
+            strings = [(c, k) for c in v[t_i] for k, x in c["arguments"].items() if isinstance(x, str)]
+            if strings:
+                c, k = rng.choice(strings); c["arguments"][k] += "_x"; variants["changed_argument"] = v
+            for kind, turns in variants.items():
+                model_strings = [[[as_text(c) for c in calls]] if calls else [] for calls in turns]
+                theirs = multi_turn_checker(model_strings, env.ground_truth, copy.deepcopy(env.entry),
+                                            category, f"cmp{compared}")["valid"]
+                ours = score_multi_turn(env.entry, [[calls] if calls else [] for calls in turns],
+                                        env.ground_truth)["valid"]
+                compared += 1
+                verdicts[ours] += 1
+                if ours != theirs:
+                    disagree.append((env.entry["id"], kind, ours, theirs))
+    assert compared >= 120 and not disagree, disagree[:5]
+    assert verdicts[True] >= 24 and verdicts[False] >= 40, verdicts
