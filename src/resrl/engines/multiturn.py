@@ -57,7 +57,7 @@ class Trajectory:
     num_model_turns: int = 0
     done: bool = False
     truncation: str | None = None
-    texts: list[str] = field(default_factory=list)        # the model's messages
+    texts: list[str] = field(default_factory=list)        # the model's messages (the last one cut if truncated)
     info: dict = field(default_factory=dict)              # the environment's last info
 
 
@@ -137,6 +137,7 @@ def rollout_multi_turn(envs: Sequence[Environment], prompts: Sequence[Any], poli
             t.num_model_turns += 1
             ended = bool(ids) and ids[-1] in eos
             if not ended:  # cut by a token budget: no complete message to give the environment
+                t.texts.append(decode(ids))  # kept for diagnosis, never sent to the environment
                 t.truncation = "token_limit" if len(t.completion_ids) >= max_total_tokens else "step_token_limit"
                 t.reward += env.final_reward()
                 continue
