@@ -10,7 +10,7 @@ import torch
 
 from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages
 from resrl.core.resrl_config import ResRLConfig
-from resrl.engines.multiturn import (ChatRenderer, HFStepPolicy, make_trl_rollout_func, rollout_multi_turn,
+from resrl.engines.multiturn import (ChatRenderer, make_trl_rollout_func, rollout_multi_turn,
                                      rollout_stats, trajectories_to_batch)
 from resrl.envs.base import Environment, StepResult
 from resrl.models.tiny import build_char_tokenizer
@@ -52,15 +52,12 @@ class ScriptedPolicy:
         outs = []
         for ctx, budget in zip(contexts, max_new_tokens):
             r = next(i for i, p in enumerate(self.prompts) if list(ctx[: len(p)]) == p
-                     and self.step_of[i] < len(self.scripts[i]) and self._owns(i, ctx))
+                     and self.step_of[i] < len(self.scripts[i]))
             text = self.scripts[r][self.step_of[r]]
             self.step_of[r] += 1
             ids = self.encode(text) + [self.eos]
             outs.append((ids[:budget], [-0.5] * min(budget, len(ids))))
         return outs
-
-    def _owns(self, i, ctx):
-        return True
 
 
 @pytest.fixture(scope="module")
