@@ -364,3 +364,19 @@ def test_multi_turn_scoring_agrees_with_bfcl_checker():
                     disagree.append((env.entry["id"], kind, ours, theirs))
     assert compared >= 120 and not disagree, disagree[:5]
     assert verdicts[True] >= 24 and verdicts[False] >= 40, verdicts
+
+
+@needs_bfcl
+def test_stateless_math_calls_are_isolated_and_time_limited():
+    import time
+
+    from resrl.envs.bfcl import BFCLExecutor, load_bfcl_entries
+
+    entry = next(e for e, _ in load_bfcl_entries("base") if "MathAPI" in e["involved_classes"])
+    ex = BFCLExecutor(entry, call_timeout_s=2.0)
+    assert ex.call({"name": "add", "arguments": {"a": 2, "b": 3}}) == '{"result": 5}'
+    assert ex.call({"name": "power", "arguments": {"base": 2, "exponent": 10}}) == '{"result": 1024}'
+    start = time.perf_counter()
+    out = ex.call({"name": "power", "arguments": {"base": 10, "exponent": 10 ** 10}})  # would never finish
+    assert time.perf_counter() - start < 10 and out.startswith("Error during execution") and "longer than" in out
+    assert ex.call({"name": "add", "arguments": {"a": 1, "b": 1}}) == '{"result": 2}'  # a fresh worker serves

@@ -21,8 +21,11 @@ Reward 1.0 when every check passes, else 0.0 (`info` names the failed check).
 
 Execution never evaluates text: calls are parsed with `resrl.rewards.tools.parse_tool_calls`
 and dispatched to the instance's public methods by name; BFCL's list of forbidden names (kill,
-exit, quit, remove, unlink, popen, Popen, run) is refused; a call runs under a wall-clock limit
-when the rollout runs in the main thread (signal timer). Result strings follow BFCL: str as is,
+exit, quit, remove, unlink, popen, Popen, run) is refused. Calls to the stateless MathAPI (where
+`power(base=10, exponent=10**9)` would sit in a C big-integer loop) run in an isolated worker
+process killed after `call_timeout_s` (`resrl.rewards.isolation.IsolatedPool`); calls to the
+stateful classes (plain dict / list bookkeeping) run in-process under a signal timer when the
+rollout runs in the main thread. Result strings follow BFCL: str as is,
 dict as JSON, anything else `str()`, exceptions as "Error during execution: <message>".
 Deliberate difference: positional arguments of a model call are passed on (BFCL's Python-syntax
 decoder drops them, while its own ground truth uses them, e.g. `sort('final_report.pdf')`).
@@ -105,21 +108,58 @@ class BFCLExecutor:
             method = self.methods.get(short)
             if method is None:
                 raise NameError(f"name '{name}' is not defined")
+            positional, arguments = list(call.get("positional", [])), dict(call.get("arguments") or {})
+            owner = type(method.__self__).__name__
+            if owner in STATELESS and self.call_timeout_s > 0:
+                outcome = _stateless_pool(self.call_timeout_s).map([(owner, short, positional, arguments)])[0]
+                if outcome.timed_out:
+                    raise TimeoutError(f"tool call took longer than {self.call_timeout_s} s")
+                if outcome.error is not None:
+                    raise RuntimeError(outcome.error.strip().splitlines()[-1])
+                return outcome.value
             with _time_limit(self.call_timeout_s):
-                result = method(*call.get("positional", []), **(call.get("arguments") or {}))
+                result = method(*positional, **arguments)
         except Exception as exc:  # the model's call failed: BFCL reports it as the result
             return f"Error during execution: {exc}"
-        if isinstance(result, str):
-            return result
-        if isinstance(result, dict):
-            try:
-                return json.dumps(result)
-            except (TypeError, ValueError):
-                return str(result)
-        return str(result)
+        return _stringify(result)
 
     def run(self, calls: list[dict]) -> list[str]:
         return [self.call(c) for c in calls]
+
+
+def _stringify(result) -> str:
+    """A method's return value as BFCL's result string."""
+    if isinstance(result, str):
+        return result
+    if isinstance(result, dict):
+        try:
+            return json.dumps(result)
+        except (TypeError, ValueError):
+            return str(result)
+    return str(result)
+
+
+def _run_stateless(cls_name: str, method: str, positional: list, arguments: dict) -> str:
+    """One call on a fresh instance of a stateless API class (runs in an isolated worker)."""
+    module = importlib.import_module(f"{_PACKAGE}.{API_MODULES[cls_name]}")
+    try:
+        return _stringify(getattr(getattr(module, cls_name)(), method)(*positional, **arguments))
+    except Exception as exc:
+        return f"Error during execution: {exc}"
+
+
+_STATELESS_POOLS: dict[float, Any] = {}
+
+
+def _stateless_pool(timeout_s: float):
+    """One shared worker process per timeout for stateless calls (created on first use)."""
+    if timeout_s not in _STATELESS_POOLS:
+        from resrl.rewards.isolation import IsolatedPool
+
+        _STATELESS_POOLS[timeout_s] = IsolatedPool(
+            _run_stateless, timeout_s=timeout_s, num_workers=1,
+            preload=[f"{_PACKAGE}.{API_MODULES[c]}" for c in STATELESS])
+    return _STATELESS_POOLS[timeout_s]
 
 
 def _public_state(instance) -> dict:
