@@ -61,7 +61,6 @@ def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro):
     grpo_config = grpo_args(cfg, 1, use_cpu=True)
     grpo_config.generation_kwargs = {"min_new_tokens": args.tokens}
     grpo_config.logging_steps = 10_000  # keep the table readable (the Trainer prints every log)
-    grpo_config.loss_type = "grpo"  # TRL's "grpo" = per-sequence token mean, then batch mean (ours here)
     dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i % 7}="}], "answer": str(i)}
                                  for i in range(64)])
     reward = RewardAdapter(lambda c, a: [float(sum(map(ord, x)) % 2) for x in c], name="parity")
@@ -72,6 +71,9 @@ def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro):
     if kind == "ours":
         trainer = ResRLTrainer(**common, algorithm=cfg.algorithm, loss_config=cfg.loss, resrl_mode=mode)
     else:
+        # TRL's "grpo" = per-sequence token mean, then batch mean (= ours here); ResRLTrainer refuses
+        # a loss_type it would ignore, so only plain TRL gets it
+        grpo_config.loss_type = "grpo"
         trainer = GRPOTrainer(**common)
     gen_times = []
     real_generate = trainer._generate

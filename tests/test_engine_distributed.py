@@ -43,7 +43,20 @@ def test_two_process_weights_equal_single_process():
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_two_process_training_with_split_groups(tmp_path):
+def test_two_process_update_equals_single_process(tmp_path):
+    """Groups straddle the processes and the micro-batches (6 rows per process, G = 4, micro-batches
+    of 2): every completion is used once, `train/completions` = 12, the weights and the parameters
+    after one update equal a single-process recomputation (see dist_train_script.py)."""
     model_dir = build_small_model(tmp_path / "model")
     out = launch(HERE / "dist_train_script.py", model_dir, str(tmp_path / "run"))
-    assert "rank 0: mode extra-pass" in out and "rank 1: mode extra-pass" in out
+    for name in ("world", "straddle", "once", "completions", "weights", "params"):
+        assert f"CHECK {name} ok" in out, f"check {name} missing or failed:\n" + out[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_two_process_flowrl_keeps_the_log_z_head_in_sync(tmp_path):
+    model_dir = build_small_model(tmp_path / "model")
+    out = launch(HERE / "dist_flowrl_script.py", model_dir, str(tmp_path / "run"))
+    for name in ("world", "completions", "head-synced", "body-synced"):
+        assert f"CHECK {name} ok" in out, f"check {name} missing or failed:\n" + out[-4000:]

@@ -59,10 +59,10 @@ def test_hook_captures_penultimate_layer_only(model_dir):
     # predicting: the state at t-1 feeds token t; token: the state at t
     torch.testing.assert_close(align_response_hidden(outs[0], 4, "predicting"), expected[:, -5:-1])
     torch.testing.assert_close(align_response_hidden(outs[0], 4, "token"), expected[:, -4:])
-    with torch.no_grad():  # outside capture(): nothing is recorded
+    with torch.no_grad():  # outside capture(): nothing is recorded, and no hook is left on the model
         model(input_ids=ids, attention_mask=mask)
     assert len(outs) == 1
-    hook.remove()
+    assert not any(getattr(h, "__self__", None) is hook for h in hook.layer._forward_hooks.values())
 
 
 @pytest.mark.parametrize("algorithm,mode,alignment", [
@@ -80,18 +80,22 @@ def test_trainer_advantages_equal_core(model_dir, tmp_path, monkeypatch, algorit
     initial = copy.deepcopy(model).eval()
     seen = []  # (inputs, advantages) per micro-batch
     real_compute_loss = trl_engine.ResRLTrainer._compute_loss
-    real_policy_loss = trl_engine.policy_loss
+    real_get_policy_loss = trl_engine.get_policy_loss
 
     def compute_loss_spy(self, model, inputs):
         seen.append({"inputs": inputs})
         return real_compute_loss(self, model, inputs)
 
-    def policy_loss_spy(logps, old, advantages, mask, *args, **kwargs):
-        seen[-1]["advantages"] = advantages.detach().clone()
-        return real_policy_loss(logps, old, advantages, mask, *args, **kwargs)
+    def get_policy_loss_spy(name):  # the trainer looks its loss up once, in __init__
+        loss_fn = real_get_policy_loss(name)
+
+        def spy(inputs, config):
+            seen[-1]["advantages"] = inputs.advantages.detach().clone()
+            return loss_fn(inputs, config)
+        return spy
 
     monkeypatch.setattr(trl_engine.ResRLTrainer, "_compute_loss", compute_loss_spy)
-    monkeypatch.setattr(trl_engine, "policy_loss", policy_loss_spy)
+    monkeypatch.setattr(trl_engine, "get_policy_loss", get_policy_loss_spy)
     micro = "train.micro_batch_size=16" if mode == "aligned" else "train.micro_batch_size=2"
     cfg = load_config(None, overrides(model_dir, tmp_path, f"algorithm.name={algorithm}", "train.max_steps=1",
                                       f"engine.resrl_mode={mode}", micro,

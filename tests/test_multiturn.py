@@ -266,18 +266,23 @@ def test_short_multi_turn_training_run(tmp_path, monkeypatch, algorithm):
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     seen = []
-    real, real_policy_loss = trl_engine.ResRLTrainer._compute_loss, trl_engine.policy_loss
+    real, real_get_policy_loss = trl_engine.ResRLTrainer._compute_loss, trl_engine.get_policy_loss
 
     def spy(self, model, inputs):
         seen.append({k: inputs[k].detach().clone() for k in ("tool_mask", "completion_mask")})
         return real(self, model, inputs)
 
-    def policy_loss_spy(logps, old, advantages, mask, *args, **kwargs):  # the advantages the loss uses
-        seen[-1]["advantages"], seen[-1]["loss_mask"] = advantages.detach().clone(), mask.detach().clone()
-        return real_policy_loss(logps, old, advantages, mask, *args, **kwargs)
+    def get_policy_loss_spy(name):  # the trainer looks its loss up once, in __init__
+        loss_fn = real_get_policy_loss(name)
+
+        def policy_loss_spy(loss_inputs, config):  # the advantages and mask the loss uses
+            seen[-1]["advantages"] = loss_inputs.advantages.detach().clone()
+            seen[-1]["loss_mask"] = loss_inputs.response_mask.detach().clone()
+            return loss_fn(loss_inputs, config)
+        return policy_loss_spy
 
     monkeypatch.setattr(trl_engine.ResRLTrainer, "_compute_loss", spy)
-    monkeypatch.setattr(trl_engine, "policy_loss", policy_loss_spy)
+    monkeypatch.setattr(trl_engine, "get_policy_loss", get_policy_loss_spy)
     # a random tiny model almost never samples EOS: end every message after <= 4 sampled tokens so
     # that conversations have several steps (the policy's tokens are still the model's samples)
     from resrl.engines import multiturn
@@ -305,11 +310,7 @@ def test_short_multi_turn_training_run(tmp_path, monkeypatch, algorithm):
         model=model, reward_funcs=[env_reward], args=grpo_args(cfg, 1, True), train_dataset=dataset,
         processing_class=tokenizer, algorithm=cfg.algorithm, loss_config=cfg.loss,
         rollout_func=make_trl_rollout_func(lambda p: CallOnce(), max_turns=3, max_step_tokens=6))
-    try:
-        trainer.train()
-    finally:
-        if trainer._hidden is not None:
-            trainer._hidden.remove()
+    trainer.train()
     assert trainer.state.global_step == 2 and seen
     env_tokens = 0
     for batch in seen:

@@ -91,6 +91,23 @@ def test_example_configs_validate():
     for path in files:
         cfg = load_config(path)
         cfg.validate(need_model=False, need_data=False)
+    # the paper recipe validates for the 8-GPU launch it documents, vLLM settings included
+    cfg = load_config(root / "qwen3_math_resrl.yaml")
+    cfg.validate(num_processes=8, need_model=False, need_data=False)
+    assert cfg.trl["use_vllm"] and cfg.trl["vllm_mode"] == "colocate"
+
+
+def test_accelerate_configs_load():
+    """configs/accelerate/*.yaml are accelerate launch configs it accepts (it rejects unknown keys)."""
+    from pathlib import Path
+
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    files = sorted((Path(__file__).resolve().parents[1] / "configs" / "accelerate").glob("*.yaml"))
+    kinds = {p.stem: ClusterConfig.from_yaml_file(str(p)) for p in files}
+    assert set(kinds) == {"deepspeed_zero2", "deepspeed_zero3", "fsdp2"}
+    assert kinds["deepspeed_zero3"].deepspeed_config["zero_stage"] == 3
+    assert kinds["fsdp2"].fsdp_config["fsdp_version"] == 2
 
 
 def test_cli_check_and_error(tmp_path, capsys):

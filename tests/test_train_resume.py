@@ -10,7 +10,7 @@ import transformers
 from train_helpers import build_small_model, length_reward, overrides, toy_dataset
 
 from resrl.train import load_config, run_training
-from resrl.train.checkpoint import STAGING, latest_checkpoint, list_checkpoints
+from resrl.checkpoint import STAGING, latest_checkpoint, list_checkpoints
 
 COMPARED = ("loss", "grad_norm", "reward_mean", "entropy", "response_length", "resrl/omega_mean")
 

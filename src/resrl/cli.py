@@ -44,11 +44,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from resrl.errors import InputError
+
     try:
         return int(args.func(args) or 0)
-    except (ValueError, FileNotFoundError) as exc:
-        # bad input (a config key, a data row, a file): one clear line, not a traceback.
-        # RESRL_DEBUG=1 shows the traceback.
+    except (InputError, FileNotFoundError) as exc:
+        # bad input (a config key, a data row, a file): one clear line, not a traceback. Anything
+        # else (torch's own ValueErrors from inside training included) is a bug and keeps its
+        # traceback. RESRL_DEBUG=1 shows the traceback of bad input too.
         if os.environ.get("RESRL_DEBUG"):
             raise
         print(f"resrl {args.command}: error: {exc}", file=sys.stderr)

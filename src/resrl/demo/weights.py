@@ -96,13 +96,9 @@ def analyse_omega(model, tokenizer, problems: Sequence[Problem], group_size: int
     rewards = torch.tensor(chain_reward(texts, answers))
     adv = grpo_advantages(rewards, gidx)
 
-    hook = PenultimateHidden(model)
-    try:
-        with hook.capture(keep_last=C + 1) as outs, torch.no_grad():
-            model(input_ids=ids, attention_mask=attn)
-        states = outs[0].float()
-    finally:
-        hook.remove()
+    with PenultimateHidden(model).capture(keep_last=C + 1) as outs, torch.no_grad():
+        model(input_ids=ids, attention_mask=attn)
+    states = outs[0].float()
 
     base = resrl_config or ResRLConfig()
     omegas, stats = {}, {}

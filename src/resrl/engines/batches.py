@@ -36,13 +36,35 @@ def select_rows(batch: dict, index: Tensor) -> dict:
     return out
 
 
-def shuffle_groups(batch: dict, group_size: int, generator: torch.Generator | None = None) -> dict:
-    """Permute whole groups (consecutive rows of `group_size`), keeping each group's rows together,
-    so that micro-batches that are multiples of the group size hold whole groups."""
-    B = next(v for v in batch.values() if _rows(v)).shape[0]
-    perm = torch.randperm(B // group_size, generator=generator)
-    index = (perm[:, None] * group_size + torch.arange(group_size)).reshape(-1)
+def shuffle_groups(batch: dict, generator: torch.Generator | None = None) -> dict:
+    """Permute the batch's groups as units, keeping each group's rows together and every row once.
+
+    A unit is a run of consecutive rows with the same `group_index` (B,). When a process's share is
+    not a multiple of the group size, the first and last units are the local parts of groups that
+    straddle processes: they stay, shorter (nothing is dropped). With micro-batches that are
+    multiples of the group size and whole local groups, every micro-batch then holds whole groups.
+    """
+    gid = batch["group_index"]
+    B = gid.shape[0]
+    if B == 0:
+        return batch
+    starts = torch.ones(B, dtype=torch.bool)
+    starts[1:] = gid[1:].cpu() != gid[:-1].cpu()
+    bounds = torch.cat([starts.nonzero(as_tuple=True)[0], torch.tensor([B])])
+    perm = torch.randperm(bounds.numel() - 1, generator=generator)
+    index = torch.cat([torch.arange(int(bounds[u]), int(bounds[u + 1])) for u in perm.tolist()])
     return select_rows(batch, index)
+
+
+def aligned_layout_possible(per_device_batch: int, group_size: int, steps_per_generation: int,
+                            gradient_accumulation_steps: int, num_iterations: int, scale_rewards: str) -> bool:
+    """Can ResRL weights be computed inside the training forward ("aligned" mode)?
+
+    Needs every device micro-batch to hold whole groups of one generation round (a micro-batch that
+    is a multiple of G; then a process's share is one too, so no group straddles processes), the
+    round used for exactly one optimiser update, and group-local reward scaling."""
+    one_update_per_round = steps_per_generation == gradient_accumulation_steps and num_iterations == 1
+    return per_device_batch % group_size == 0 and one_update_per_round and scale_rewards != "batch"
 
 
 def _pad_to(value: Tensor, width: int, pad_value, left: bool) -> Tensor:

@@ -9,6 +9,8 @@ per-step metrics as `reward/<key>`.
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import math
 from typing import Callable
 
@@ -36,13 +38,13 @@ class RewardAdapter:
 
     def __call__(self, prompts, completions, log_metric=None, **columns) -> list[float]:
         if self.answer_column not in columns:
-            raise ValueError(f"the training dataset has no '{self.answer_column}' column for the reward "
+            raise InputError(f"the training dataset has no '{self.answer_column}' column for the reward "
                              f"(columns: {sorted(k for k in columns if k not in ('trainer_state', 'log_extra'))})")
         texts = [completion_text(c) for c in completions]
         answers = ["" if a is None else str(a) for a in columns[self.answer_column]]
         scores = list(self.fn(texts, answers))
         if len(scores) != len(texts):
-            raise ValueError(f"reward function {self.__name__} returned {len(scores)} scores for {len(texts)} completions")
+            raise InputError(f"reward function {self.__name__} returned {len(scores)} scores for {len(texts)} completions")
         out = []
         for i, s in enumerate(scores):
             s = float(s) if s is not None else 0.0

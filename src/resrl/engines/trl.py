@@ -1,5 +1,6 @@
 """`ResRLTrainer`: TRL's `GRPOTrainer` (tested with trl==1.16.0) training every algorithm of
-`resrl.core.registry` with the project's one loss, `resrl.core.loss.policy_loss`.
+`resrl.core.registry` with the policy loss the algorithm names (`resrl.core.loss.POLICY_LOSSES`:
+the clipped surrogate `policy_loss`, or FlowRL's trajectory balance).
 
 The adapter holds no math: it collects what the core needs — rewards, group ids, response masks,
 truncation flags and, for ResRL, penultimate-layer hidden states — and calls the core.
@@ -15,7 +16,15 @@ Data flow of one generation round (TRL's names):
       └ whole-group shuffle, split into micro-batches
     _compute_loss                            (override)
       ├ forward: log-probs, entropy (+ penultimate states through the hook, ResRL aligned)
-      └ resrl.core.loss.policy_loss(...)
+      │          (+ last-layer prompt states -> log Z head, FlowRL)
+      └ the algorithm's policy loss from resrl.core.loss.POLICY_LOSSES (clipped surrogate, FlowRL)
+
+FlowRL: the trainer owns the log Z head (resrl.core.flowrl.LogZHead), attached to the policy
+module as `flowrl_log_z` so that the optimiser, DDP/ZeRO and gradient clipping treat it as part of
+the model; it is left out of every `save_pretrained` (the exported policy is a plain causal LM) and
+out of vLLM's weight sync, saved in checkpoints as `log_z_head.safetensors` and restored on resume.
+FlowRL needs log π_ref with a zero KL coefficient: the trainer then keeps a reference model itself
+(with LoRA: the policy with its adapters disabled, as TRL does for the KL).
 
 ResRL hidden states (spec §2), two modes, chosen once and logged:
   "aligned"    every device micro-batch holds whole groups of one round and the round is used
@@ -24,34 +33,61 @@ ResRL hidden states (spec §2), two modes, chosen once and logged:
   "extra-pass" otherwise: one no-grad pass over the local generation batch yields the states AND
                the old log-probs (TRL's own old-log-prob pass when it runs one, else ours).
                Groups split across processes are gathered (engines/batches.py).
+The states come from an explicit capture of the policy's own forward: a no-grad call of
+`_get_per_token_logps_and_entropies` is recorded only while a round asks for it, only when the
+module is the policy, and only with its adapters enabled (PEFT's reference = adapters off).
+
+TRL's own loss options are either honoured by `resrl.core.loss.policy_loss` (vLLM importance-
+sampling correction, the MoE router aux loss) or refused at construction (`UNSUPPORTED_TRL_OPTIONS`):
+nothing is dropped silently.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import math
 import os
 import shutil
 
 import torch
 from torch.utils.data import DataLoader
 from trl import GRPOTrainer
-from trl.trainer.utils import RepeatSampler, identity, split_tensor_dict
+from trl.models.utils import disable_gradient_checkpointing
+from trl.trainer.utils import RepeatSampler, identity, split_tensor_dict, use_adapter
 
-from resrl.core.loss import LossConfig, kl_estimate, policy_loss
-from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages, get_algorithm
+from resrl.checkpoint import STAGING, publish, rotate
 from resrl.core.advantages import dynamic_sampling_mask
-from resrl.engines.batches import concat_batches, local_token_advantages, select_rows, shuffle_groups
-from resrl.engines.hidden import PenultimateHidden, align_response_hidden
+from resrl.core.flowrl import LogZHead
+from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate
+from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages, get_algorithm
+from resrl.engines.batches import (aligned_layout_possible, concat_batches, local_token_advantages, select_rows,
+                                   shuffle_groups)
+from resrl.engines.hidden import LastLayerStates, PenultimateHidden, adapters_enabled, align_response_hidden
 
 logger = logging.getLogger(__name__)
 
 # keys this adapter adds to TRL's generation batch: (B,) rows
 ROW_KEYS = ("rewards", "group_index", "truncated")
+LOG_Z_ATTR = "flowrl_log_z"                 # the log Z head's name inside the policy module
+LOG_Z_FILE = "log_z_head.safetensors"       # ... and its file in a checkpoint
+
+# GRPOConfig loss-side options that `_compute_loss` (replaced here) would apply and
+# resrl.core.loss.policy_loss does not: (field, the value that means "off", why it is refused)
+UNSUPPORTED_TRL_OPTIONS = (
+    ("top_entropy_quantile", 1.0, "the high-entropy token mask is not part of resrl.core's loss"),
+    ("off_policy_mask_threshold", None, "the off-policy sequence mask is not part of resrl.core's loss"),
+    ("use_liger_kernel", None, "Liger's fused GRPO loss would bypass resrl.core's loss"),
+    ("importance_sampling_level", "token", "sequence-level ratios (GSPO) are not part of resrl.core's clipped surrogate"),
+    ("delta", None, "two-sided ratio clipping: use loss.dual_clip_c"),
+    ("use_adaptive_entropy", False, "the entropy bonus is loss.entropy_coef"),
+    ("entropy_coef", 0.0, "the entropy bonus is loss.entropy_coef"),
+)
 
 
 class ResRLTrainer(GRPOTrainer):
     """GRPOTrainer whose advantages are the `(B, T)` token advantages of `algorithm` and whose loss
-    is `resrl.core.loss.policy_loss` with `loss_config`.
+    is the algorithm's policy loss from `resrl.core.loss.POLICY_LOSSES` with `loss_config`.
 
     algorithm:          resrl.core.registry.AlgorithmConfig (name, shaping, ResRL settings)
     loss_config:        resrl.core.loss.LossConfig (aggregation, clip-higher, dual-clip, KL, entropy)
@@ -71,9 +107,21 @@ class ResRLTrainer(GRPOTrainer):
         self.max_refill_rounds = max_refill_rounds
         self.hidden_alignment = algorithm.resrl.hidden_alignment
         self.resrl_mode = self._choose_mode(resrl_mode)
+        self._check_trl_options()
         self._hidden = PenultimateHidden(self.model) if self.needs_hidden else None
-        self._want_pass_hidden = False
-        self._pass_hidden = None
+        self._policy_loss = get_policy_loss(spec.policy_loss)
+        if spec.policy_loss != "clipped-surrogate" and self.use_vllm and self.vllm_importance_sampling_correction:
+            raise ValueError(f"GRPOConfig.vllm_importance_sampling_correction=True is not supported with the "
+                             f"{spec.policy_loss!r} loss (it has no per-token surrogate to weight); set it to false")
+        self.needs_reference = spec.needs_reference or loss_config.kl_coef > 0
+        if spec.needs_reference and self.ref_model is None and not self._is_peft():
+            self.ref_model = self._build_reference_model()
+        self.log_z_head = self._attach_log_z_head() if spec.needs_log_z else None
+        self._last_layer = LastLayerStates(self.model, detach=algorithm.flowrl.detach_head_input) \
+            if spec.needs_log_z else None
+        # armed (a list) while a generation round wants the policy's no-grad states (extra-pass mode)
+        self._pass_states: list | None = None
+        self._update_rows = 0  # completion rows that reached the loss in the current update (train/completions)
         self._last_rewards = None
         self._refill_iter = None
         if self.needs_hidden:
@@ -86,10 +134,78 @@ class ResRLTrainer(GRPOTrainer):
     # ---- configuration -------------------------------------------------------------------------
 
     def aligned_possible(self) -> bool:
-        a, G = self.args, self.num_generations
-        one_update_per_round = a.steps_per_generation == a.gradient_accumulation_steps and self.num_iterations == 1
-        return (a.per_device_train_batch_size % G == 0 and one_update_per_round
-                and self.algorithm.scale_rewards != "batch")
+        a = self.args
+        return aligned_layout_possible(a.per_device_train_batch_size, self.num_generations, a.steps_per_generation,
+                                       a.gradient_accumulation_steps, self.num_iterations, self.algorithm.scale_rewards)
+
+    # ---- FlowRL: reference model and log Z head ---------------------------------------------------
+
+    def _is_peft(self) -> bool:
+        return hasattr(self.accelerator.unwrap_model(self.model), "disable_adapter")
+
+    def _build_reference_model(self):
+        """A frozen copy of the initial policy for log π_ref when TRL keeps none (KL coefficient 0),
+        built and prepared as TRL builds its own (DeepSpeed / FSDP / plain)."""
+        from trl.models import prepare_deepspeed, prepare_fsdp
+        from trl.trainer.utils import add_fused_lm_head, create_model_from_path, disable_dropout_in_model, \
+            get_config_model_id
+
+        policy = self.accelerator.unwrap_model(self.model)
+        kwargs = dict(self.args.model_init_kwargs or {})
+        kwargs.setdefault("dtype", policy.dtype)
+        kwargs.setdefault("attn_implementation", policy.config._attn_implementation)
+        if self.args.distributed_state.distributed_type in ("MULTI_GPU", "DEEPSPEED"):
+            kwargs["device_map"] = None
+        ref = create_model_from_path(get_config_model_id(policy.config), **kwargs)
+        if self.args.disable_dropout:
+            disable_dropout_in_model(ref)
+        add_fused_lm_head(ref, temperature=self.temperature, cast_lm_head_to_fp32=self.args.cast_lm_head_to_fp32)
+        if self.is_deepspeed_enabled:
+            return prepare_deepspeed(ref, self.accelerator)
+        if self.is_fsdp_enabled:
+            return prepare_fsdp(ref, self.accelerator)
+        return self.accelerator.prepare_model(ref, evaluation_mode=True)
+
+    def _attach_log_z_head(self) -> LogZHead:
+        """Attach FlowRL's log Z head to the policy module (see the module docstring)."""
+        ds = self.accelerator.state.deepspeed_plugin if self.is_deepspeed_enabled else None
+        if ds is not None and ds.zero_stage == 3:
+            raise ValueError("FlowRL's log Z head is not supported with DeepSpeed ZeRO-3 yet (its checkpoint "
+                             "would hold partitioned parameters): use ZeRO-2 or FSDP2")
+        policy = self.accelerator.unwrap_model(self.model)
+        cfg = self.algorithm.flowrl
+        param = next(policy.parameters())
+        head = LogZHead(policy.config.get_text_config().hidden_size, cfg.head_layers, cfg.head_dropout)
+        head = head.to(device=param.device, dtype=param.dtype)
+        setattr(policy, LOG_Z_ATTR, head)
+        # never in save_pretrained: the exported policy is a plain causal LM. (A PEFT model saves only
+        # its adapter, so the head is left out there already.)
+        if not self._is_peft():
+            policy._keys_to_ignore_on_save = set(policy._keys_to_ignore_on_save or ()) | {
+                f"{LOG_Z_ATTR}.{k}" for k in head.state_dict()}
+        if self.use_vllm:  # vLLM knows no such weights: leave them out of the weight sync
+            generation = self.vllm_generation
+            iterate = generation._iter_named_params
+            generation._iter_named_params = lambda: without_log_z_params(iterate())
+        return head
+
+    def _log_z(self, prompt_mask: torch.Tensor) -> torch.Tensor:
+        """(B,) log Z from the prompt states captured in the loss forward that just ran."""
+        states = torch.cat(self._last_layer.outputs)                       # (B, P, d)
+        return self.log_z_head(states, prompt_mask)
+
+    def _check_trl_options(self) -> None:
+        """Refuse the GRPOConfig loss options this trainer's loss would silently ignore."""
+        for name, off, why in UNSUPPORTED_TRL_OPTIONS:
+            value = getattr(self.args, name, off)
+            if value != off and not (off is None and value is False):
+                raise ValueError(f"GRPOConfig.{name}={value!r} is not supported by ResRLTrainer: {why}")
+        if self.args.loss_type != "dapo":  # GRPOConfig's default; any other value would be ignored
+            raise ValueError(f"GRPOConfig.loss_type={self.args.loss_type!r} is not supported by ResRLTrainer: its loss "
+                             "is resrl.core.loss.policy_loss (aggregation = loss_config.agg)")
+        if self.use_vllm and self.vllm_importance_sampling_correction:
+            logger.info("vLLM importance-sampling correction (%s) is applied in resrl.core.loss.policy_loss",
+                        self.vllm_importance_sampling_mode)
 
     def _choose_mode(self, requested: str) -> str:
         if requested not in ("auto", "aligned", "extra-pass"):
@@ -111,15 +227,26 @@ class ResRLTrainer(GRPOTrainer):
         self._last_rewards = rewards
         return rewards_per_func
 
+    def is_policy_forward(self, model) -> bool:
+        """Is `model` the trained policy as it samples (not the reference model, and not the policy
+        with its PEFT adapters disabled, which is how TRL computes the reference with LoRA)?"""
+        unwrapped = self.accelerator.unwrap_model(model)
+        return (model is self.model or unwrapped is self.model
+                or unwrapped is self.accelerator.unwrap_model(self.model)) and adapters_enabled(unwrapped)
+
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
-        # the first no-grad pass of a round (TRL's old-log-prob pass) also yields the hidden states;
-        # later no-grad passes (the reference model) must not overwrite them
-        if self._want_pass_hidden and not torch.is_grad_enabled():
-            self._want_pass_hidden = False
+        # Extra-pass mode: a round that armed `_pass_states` records the states of the policy's own
+        # no-grad pass (TRL's old-log-prob pass, or ours); reference passes are never recorded.
+        if self._pass_states is not None and not torch.is_grad_enabled() and self.is_policy_forward(model):
+            if self._pass_states:
+                raise RuntimeError("ResRLTrainer: two no-grad passes of the policy in one generation round; "
+                                   "the hidden states for ResRL's weights would be ambiguous")
             with self._hidden.capture(keep_last=logits_to_keep + 1) as outs:
                 result = super()._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
-            self._pass_hidden = align_response_hidden(torch.cat(outs), logits_to_keep, self.hidden_alignment)
+            if not outs:
+                raise RuntimeError("ResRLTrainer: the policy forward did not run the penultimate decoder layer")
+            self._pass_states.append(align_response_hidden(torch.cat(outs), logits_to_keep, self.hidden_alignment))
             return result
         return super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
                                                           *args, **kwargs)
@@ -128,9 +255,11 @@ class ResRLTrainer(GRPOTrainer):
         """TRL's generate-and-score, plus the rows' rewards, global group ids, truncation flags and
         (extra-pass ResRL) hidden states with the matching old log-probs."""
         extra_pass = self.needs_hidden and self.resrl_mode == "extra-pass"
-        self._want_pass_hidden, self._pass_hidden = extra_pass, None
-        out = super()._generate_and_score_completions(inputs)
-        self._want_pass_hidden = False
+        self._pass_states = [] if extra_pass else None
+        try:
+            out = super()._generate_and_score_completions(inputs)
+        finally:
+            captured, self._pass_states = self._pass_states, None
         ids, mask = out["completion_ids"], out["completion_mask"]
         B, device = ids.shape[0], ids.device
         start = self.accelerator.process_index * B
@@ -142,19 +271,38 @@ class ResRLTrainer(GRPOTrainer):
         for eos in self.eos_token_ids:
             ends |= last == eos
         out["truncated"] = (lengths == 0) | ~ends
+        if self.needs_reference and out.get("ref_per_token_logps") is None:  # FlowRL with KL coefficient 0
+            out["ref_per_token_logps"] = self._reference_logps(out)
         if extra_pass:
-            if self._pass_hidden is None:  # TRL ran no old-log-prob pass: run the one pass here
-                self._want_pass_hidden = True
-                with torch.no_grad():
-                    old, _, _ = self._get_per_token_logps_and_entropies(
-                        self.model, torch.cat([out["prompt_ids"], ids], 1),
-                        torch.cat([out["prompt_mask"], mask], 1), ids.shape[1],
-                        batch_size=self.args.per_device_train_batch_size)
-                self._want_pass_hidden = False
+            if not captured:  # TRL ran no old-log-prob pass of the policy: run the one pass here
+                self._pass_states = captured
+                try:
+                    with torch.no_grad(), disable_gradient_checkpointing(self.model,
+                                                                         self.args.gradient_checkpointing_kwargs):
+                        old, _, _ = self._get_per_token_logps_and_entropies(
+                            self.model, torch.cat([out["prompt_ids"], ids], 1),
+                            torch.cat([out["prompt_mask"], mask], 1), ids.shape[1],
+                            batch_size=self.args.per_device_train_batch_size)
+                finally:
+                    self._pass_states = None
                 out["old_per_token_logps"] = old
-            out["hidden"] = self._pass_hidden
-            self._pass_hidden = None
+            out["hidden"] = captured[0]
         return out
+
+    def _reference_logps(self, out: dict) -> torch.Tensor:
+        """(B, C) log π_ref of the round's completions: the reference model, or with PEFT the policy
+        with its adapters disabled (TRL's own choice for the KL)."""
+        ids = torch.cat([out["prompt_ids"], out["completion_ids"]], 1)
+        attn = torch.cat([out["prompt_mask"], out["completion_mask"]], 1)
+        C = out["completion_ids"].shape[1]
+        with torch.no_grad(), disable_gradient_checkpointing(self.model, self.args.gradient_checkpointing_kwargs):
+            if self.ref_model is not None:
+                return self._get_per_token_logps_and_entropies(
+                    self.ref_model, ids, attn, C, batch_size=self.args.per_device_train_batch_size)[0]
+            policy = self.accelerator.unwrap_model(self.model)
+            with use_adapter(policy, adapter_name="ref" if "ref" in policy.peft_config else None):
+                return self._get_per_token_logps_and_entropies(
+                    self.model, ids, attn, C, batch_size=self.args.per_device_train_batch_size)[0]
 
     # ---- DAPO dynamic sampling ------------------------------------------------------------------
 
@@ -239,7 +387,8 @@ class ResRLTrainer(GRPOTrainer):
         values = torch.tensor([float(stats[k]) for k in keys], device=self.accelerator.device)
         values = self.accelerator.gather(values[None]).nanmean(dim=0).tolist()
         for k, v in zip(keys, values):
-            self._metrics[mode][f"resrl/{k}"].append(v)
+            if math.isfinite(v):  # e.g. no group of the round had a positive: no ω statistics to log
+                self._metrics[mode][f"resrl/{k}"].append(v)
 
     @staticmethod
     def _loss_mask(batch: dict) -> torch.Tensor:
@@ -256,7 +405,7 @@ class ResRLTrainer(GRPOTrainer):
         generate_every = self.args.steps_per_generation * self.num_iterations
         if self._step % generate_every == 0 or self._buffered_inputs is None:
             batch = self._generate_and_score_completions(generation_batch)
-            batch = shuffle_groups(batch, self.num_generations)
+            batch = shuffle_groups(batch)
             self._buffered_inputs = split_tensor_dict(batch, self.args.steps_per_generation)
         return self._buffered_inputs[self._step % self.args.steps_per_generation]
 
@@ -270,24 +419,37 @@ class ResRLTrainer(GRPOTrainer):
         C = completion_ids.size(1)
         mask = self._loss_mask(inputs)
         aligned = self.needs_hidden and inputs.get("advantages") is None
+        log_z_capture = self._last_layer.capture(keep_first=prompt_ids.shape[1]) if self.log_z_head is not None \
+            else contextlib.nullcontext()
         if aligned:
-            with self._hidden.capture(keep_last=C + 1) as outs:
-                logps, entropy, _ = self._get_per_token_logps_and_entropies(
-                    model, input_ids, attention_mask, C, compute_entropy=True)
+            with self._hidden.capture(keep_last=C + 1) as outs, log_z_capture:
+                logps, entropy, aux_loss = self._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             hidden = align_response_hidden(torch.cat(outs), C, self.hidden_alignment)
             advantages, stats = compute_token_advantages(
                 AdvantageInputs(inputs["rewards"], inputs["group_index"], mask, hidden, inputs["truncated"]),
                 self.algorithm)
             self._log_stats(stats, mode)
         else:
-            logps, entropy, _ = self._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, C, compute_entropy=True)
+            with log_z_capture:
+                logps, entropy, aux_loss = self._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             advantages = inputs["advantages"]
         old = inputs.get("old_per_token_logps")
         old = logps.detach() if old is None else old
-        loss, metrics = policy_loss(logps, old, advantages, mask, self.loss_config,
-                                    ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy)
+        # vLLM rollouts: TRL's truncated/masked π_old / π_vllm ratio, (B, T) or (B, 1)
+        is_weights = inputs.get("importance_sampling_ratio") if self.use_vllm else None
+        log_z = self._log_z(inputs["prompt_mask"]) if self.log_z_head is not None else None
+        loss, metrics = self._policy_loss(PolicyLossInputs(
+            logps, old, advantages, mask, ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy,
+            importance_weights=is_weights, log_z=log_z), self.loss_config)
         loss = loss * self._accumulation_scale(inputs, mask, mode)
+        if self.aux_loss_enabled:  # MoE load balancing, scaled for accumulation as TRL does
+            loss = loss + self.router_aux_loss_coef * aux_loss / (
+                self.current_gradient_accumulation_steps if mode == "train" else 1.0)
+            metrics["aux_loss"] = aux_loss.detach().float().item()
+        if mode == "train":
+            self._count_update_rows(completion_ids.shape[0])
         # per-token means for the headline "entropy" / "kl" curves, whatever the loss aggregation
         # (policy_loss reports them aggregated like the loss, logged as loss/entropy, loss/kl)
         with torch.no_grad():
@@ -303,9 +465,18 @@ class ResRLTrainer(GRPOTrainer):
         values = torch.tensor([metrics[k] for k in keys], device=loss.device)
         values = self.accelerator.gather(values[None]).nanmean(dim=0).tolist()
         headline = {"entropy_token_mean": "entropy", "kl_token_mean": "kl"}
-        for k, v in zip(keys, values):
-            self._metrics[mode][headline.get(k, f"loss/{k}")].append(v)
+        for k, v in zip(keys, values):  # "flowrl/..." keys keep their own prefix
+            self._metrics[mode][headline.get(k, k if "/" in k else f"loss/{k}")].append(v)
         return loss
+
+    def _count_update_rows(self, rows: int) -> None:
+        """`train/completions`: completion rows that reached the loss in this optimiser update,
+        summed over processes and logged once per update — dropped rows would show here."""
+        self._update_rows += rows
+        if (self._step + 1) % self.current_gradient_accumulation_steps == 0:  # last micro-batch of the update
+            total = self.accelerator.gather(torch.tensor([float(self._update_rows)], device=self.accelerator.device))
+            self._metrics["train"]["train/completions"].append(total.sum().item())
+            self._update_rows = 0
 
     def _accumulation_scale(self, inputs, mask, mode) -> float | torch.Tensor:
         """Factor turning one micro-batch's loss into its share of the update's loss.
@@ -324,11 +495,22 @@ class ResRLTrainer(GRPOTrainer):
 
     # ---- checkpoints ---------------------------------------------------------------------------
 
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        if self.log_z_head is not None:
+            path = os.path.join(resume_from_checkpoint, LOG_Z_FILE)
+            if not os.path.isfile(path):
+                raise FileNotFoundError(f"{resume_from_checkpoint} has no {LOG_Z_FILE}: not a FlowRL checkpoint "
+                                        "(or written by an older resrl); FlowRL cannot resume without its log Z head")
+            from safetensors.torch import load_file
+
+            param = next(self.log_z_head.parameters())
+            state = {k: v.to(device=param.device, dtype=param.dtype) for k, v in load_file(path).items()}
+            self.log_z_head.load_state_dict(state)
+
     def _save_checkpoint(self, model, trial):
         """TRL/HF's checkpoint (model, optimiser, scheduler, RNG states, trainer state), written
         atomically: into `<output_dir>/.staging/`, fsynced, then renamed to `checkpoint-N`."""
-        from resrl.train.checkpoint import STAGING, publish, rotate
-
         run_dir = self.args.output_dir
         staging_root = os.path.join(run_dir, STAGING)
         name = f"checkpoint-{self.state.global_step}"
@@ -343,7 +525,19 @@ class ResRLTrainer(GRPOTrainer):
             self.args.output_dir, self.args.save_total_limit = run_dir, limit
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
+            if self.log_z_head is not None:  # left out of save_pretrained: saved beside it
+                from safetensors.torch import save_file
+
+                save_file({k: v.detach().cpu().contiguous() for k, v in self.log_z_head.state_dict().items()},
+                          os.path.join(staging_root, name, LOG_Z_FILE))
             publish(os.path.join(staging_root, name), os.path.join(run_dir, name))
             shutil.rmtree(staging_root, ignore_errors=True)
             rotate(run_dir, limit)
         self.accelerator.wait_for_everyone()
+
+
+def without_log_z_params(named_params):
+    """Drop the log Z head's parameters from a (name, tensor) stream (vLLM's weight sync)."""
+    for name, param in named_params:
+        if LOG_Z_ATTR not in name.split("."):
+            yield name, param

@@ -45,6 +45,7 @@ from typing import Any
 from resrl.data.bfcl import MULTI_TURN, canonical_category, load_bfcl_entries, multi_turn_function_docs
 from resrl.data.tools import tool_messages
 from resrl.envs.base import Environment, StepResult
+from resrl.errors import DataError, InputError
 from resrl.rewards.tools import parse_tool_calls
 
 API_MODULES = {  # BFCL class name -> module (constants/executable_backend_config.py)
@@ -87,7 +88,7 @@ class BFCLExecutor:
         self.call_timeout_s = call_timeout_s
         for cls_name in entry["involved_classes"]:
             if cls_name not in API_MODULES:
-                raise ValueError(f"BFCL entry {entry['id']}: API class {cls_name!r} is not supported")
+                raise DataError(f"BFCL entry {entry['id']}: API class {cls_name!r} is not supported")
             module = importlib.import_module(f"{_PACKAGE}.{API_MODULES[cls_name]}")
             instance = getattr(module, cls_name)()
             if cls_name not in STATELESS:
@@ -172,7 +173,7 @@ def parse_ground_truth_turn(turn: list[str]) -> list[dict]:
     for text in turn:
         parsed = parse_tool_calls(text)
         if parsed.error is not None or len(parsed) != 1:
-            raise ValueError(f"BFCL ground-truth call {text!r} does not parse: {parsed.error}")
+            raise DataError(f"BFCL ground-truth call {text!r} does not parse: {parsed.error}")
         calls += parsed
     return calls
 
@@ -225,7 +226,7 @@ class BFCLMultiTurnEnv(Environment):
                  max_steps_per_turn: int = MAX_STEPS_PER_TURN, max_result_chars: int = 4000,
                  call_timeout_s: float = 5.0) -> None:
         if len(entry["question"]) != len(ground_truth):
-            raise ValueError(f"BFCL entry {entry['id']}: {len(entry['question'])} turns but "
+            raise DataError(f"BFCL entry {entry['id']}: {len(entry['question'])} turns but "
                              f"{len(ground_truth)} ground-truth turns")
         self.entry, self.ground_truth, self.style = entry, ground_truth, style
         self.max_steps_per_turn, self.max_result_chars = max_steps_per_turn, max_result_chars
@@ -277,7 +278,7 @@ def bfcl_multi_turn_envs(category: str, limit: int | None = None, **env_kwargs) 
     """One environment per entry of a BFCL multi-turn category (names as in resrl.data.bfcl)."""
     category = canonical_category(category)
     if category not in MULTI_TURN:
-        raise ValueError(f"BFCL {category} is single-turn; multi-turn categories: {list(MULTI_TURN)}")
+        raise InputError(f"BFCL {category} is single-turn; multi-turn categories: {list(MULTI_TURN)}")
     return [BFCLMultiTurnEnv(entry, truth, **env_kwargs) for entry, truth in load_bfcl_entries(category)[:limit]]
 
 

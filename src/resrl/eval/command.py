@@ -3,13 +3,15 @@
     resrl eval --model DIR --data aime24 math500 [more names or .jsonl/.parquet files]
                [--n 16] [--k 1,2,4,8,16] [--temperature 0.6] [--top-p 0.95] [--max-new-tokens 1024]
                [--batch-size 16] [--out runs/eval] [--limit N] [--seed 0] [--instruction TEXT]
-               [--reward math|exact|tool_call_exact|tool_call|module:function] [--backend hf|vllm|auto]
-               [--data-dir DIR] [--max-turns 40] [--max-total-tokens 8192]   (BFCL multi-turn)
+               [--reward math|exact|code|code-fraction|tool_call_exact|tool_call|module:function]
+               [--backend hf|vllm|auto] [--data-dir DIR] [--max-turns 40] [--max-total-tokens 8192]
                [--threads N] [--no-chat-template] [--no-progress]
     resrl plot-passk RUN_DIR [RUN_DIR ...] --out passk.png [--labels GRPO NSR ResRL]
 """
 
 from __future__ import annotations
+
+from resrl.errors import InputError
 
 import argparse
 
@@ -31,8 +33,8 @@ def register(subparsers) -> None:
                     "jsonl/parquet data set. Re-running with the same --out resumes an interrupted run.")
     p.add_argument("--model", required=True, help="local Hugging Face model directory")
     p.add_argument("--data", required=True, nargs="+", metavar="NAME_OR_FILE",
-                   help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k), files, or "
-                        "bfcl:<category> (simple, multiple, parallel, ..., multi_turn_base, ...)")
+                   help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k humaneval), "
+                        "files, or bfcl:<category> (simple, multiple, parallel, ..., multi_turn_base, ...)")
     p.add_argument("--data-dir", default=None, help="directory of named benchmarks (default: $RESRL_DATA_DIR, "
                                                     "then ../shared/data/math)")
     p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
@@ -49,13 +51,14 @@ def register(subparsers) -> None:
                    help="text appended to each problem (default: the \\boxed{} instruction; '' for none)")
     p.add_argument("--no-chat-template", action="store_true", help="plain-text prompts even if the tokenizer "
                                                                    "has a chat template")
-    p.add_argument("--reward", default=None, help="math (Math-Verify), exact, tool_call_exact, tool_call, or "
-                                                  "module:function (default: tool_call_exact for bfcl:* data, else math)")
+    p.add_argument("--reward", default=None, help="math (Math-Verify), exact, code (sandboxed tests), code-fraction, "
+                                                  "tool_call_exact, tool_call, or module:function (default: code for "
+                                                  "code data sets, tool_call_exact for bfcl:* data, else math)")
+    p.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per Math-Verify item / per code test")
+    p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes / code sandboxes at once")
     p.add_argument("--max-turns", type=int, default=40, help="BFCL multi-turn: model steps per conversation")
     p.add_argument("--max-total-tokens", type=int, default=8192,
                    help="BFCL multi-turn: model + environment tokens per conversation (--max-new-tokens is per step)")
-    p.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per Math-Verify item")
-    p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes")
     p.add_argument("--backend", choices=["hf", "vllm", "auto"], default="auto",
                    help="generation engine; auto = vLLM when installed and a GPU is present, else HF generate")
     p.add_argument("--threads", type=int, default=None,
@@ -73,26 +76,32 @@ def register(subparsers) -> None:
 
 
 def run_eval(args) -> int:
+    from resrl.data.code import default_reward
     from resrl.data.loaders import load_benchmarks
     from resrl.data.prompts import DEFAULT_INSTRUCTION
     from resrl.eval.runner import EvalConfig, evaluate
 
     if args.threads is not None:
         if args.threads < 1:
-            raise ValueError(f"--threads must be >= 1, got {args.threads}")
+            raise InputError(f"--threads must be >= 1, got {args.threads}")
         import torch
 
         torch.set_num_threads(args.threads)
     from resrl.eval.bfcl import split_bfcl_specs
 
     specs, multi_turn = split_bfcl_specs(args.data)
-    if args.reward is None:
-        args.reward = "tool_call_exact" if all(str(d).startswith("bfcl:") for d in args.data) else "math"
+    benchmarks = load_benchmarks(specs, data_dir=args.data_dir) if specs else {}
+    if args.reward:
+        reward = args.reward
+    elif all(str(d).startswith("bfcl:") for d in args.data):
+        reward = "tool_call_exact"
+    else:
+        reward = default_reward(benchmarks)
     config = EvalConfig(
         n=args.n, ks=args.k, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size, seed=args.seed,
         instruction=DEFAULT_INSTRUCTION if args.instruction is None else args.instruction,
-        use_chat_template=False if args.no_chat_template else None, reward=args.reward,
+        use_chat_template=False if args.no_chat_template else None, reward=reward,
         reward_timeout_s=args.reward_timeout, reward_workers=args.reward_workers, backend=args.backend,
         limit=args.limit, progress=not args.no_progress,
     )
@@ -101,7 +110,6 @@ def run_eval(args) -> int:
     out = Path(args.out)
     summary = None
     if specs:
-        benchmarks = load_benchmarks(specs, data_dir=args.data_dir)
         summary = evaluate(args.model, benchmarks, config, args.out)
         print((out / "results.md").read_text(), end="")
         t = summary["throughput"]

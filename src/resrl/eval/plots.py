@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import json
 import math
 from pathlib import Path
@@ -13,11 +15,11 @@ def load_summary(run_dir: str | Path) -> dict:
     path = Path(run_dir)
     path = path / "summary.json" if path.is_dir() else path
     if not path.is_file():
-        raise ValueError(f"{run_dir}: no summary.json (is it the --out directory of `resrl eval`?)")
+        raise InputError(f"{run_dir}: no summary.json (is it the --out directory of `resrl eval`?)")
     try:
         return json.loads(path.read_text())
     except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: not valid JSON ({exc})") from None
+        raise InputError(f"{path}: not valid JSON ({exc})") from None
 
 
 def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | Path,
@@ -81,11 +83,11 @@ def plot_runs(run_dirs: Sequence[str | Path], out_png: str | Path, labels: Seque
               title: str | None = None) -> Path:
     """`resrl plot-passk`: overlay the runs in several evaluation directories."""
     if not run_dirs:
-        raise ValueError("plot-passk: give at least one run directory")
+        raise InputError("plot-passk: give at least one run directory")
     if labels is None:
         labels = [Path(d).name or str(d) for d in run_dirs]
     if len(labels) != len(run_dirs):
-        raise ValueError(f"plot-passk: {len(run_dirs)} run directories but {len(labels)} labels")
+        raise InputError(f"plot-passk: {len(run_dirs)} run directories but {len(labels)} labels")
     return plot_passk([load_summary(d) for d in run_dirs], labels, out_png, title=title)
 
 

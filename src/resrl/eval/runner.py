@@ -16,6 +16,8 @@ Resumed samples are fresh draws of the same distribution, not replays of the los
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import json
 import logging
 import time
@@ -130,7 +132,7 @@ def read_records(path: Path) -> dict[tuple, dict]:
             r = json.loads(line)
             records[_key(r["benchmark"], r["problem_id"], r["sample_index"])] = r
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise ValueError(f"{path}: row {lineno}: not a sample record ({exc}); "
+            raise InputError(f"{path}: row {lineno}: not a sample record ({exc}); "
                              f"remove the file or use another --out") from None
     return records
 
@@ -143,7 +145,7 @@ def _check_resume(out_dir: Path, settings: dict) -> None:
     diffs = [f"{k}: {old.get(k)!r} (saved) vs {settings.get(k)!r} (now)"
              for k in _RESUME_KEYS if old.get(k) != settings.get(k)]
     if diffs:
-        raise ValueError(f"{out_dir} holds an evaluation with different settings ({'; '.join(diffs)}); "
+        raise InputError(f"{out_dir} holds an evaluation with different settings ({'; '.join(diffs)}); "
                          f"use another --out directory or delete it")
 
 
@@ -158,7 +160,7 @@ def _load_model(model_or_dir, tokenizer):
 
     path = Path(model_or_dir)
     if not (path / "config.json").is_file():
-        raise ValueError(f"model directory {path} has no config.json (convert or build a model first)")
+        raise InputError(f"model directory {path} has no config.json (convert or build a model first)")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
@@ -180,7 +182,7 @@ def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], conf
     """
     config = config or EvalConfig()
     if not problems_by_benchmark:
-        raise ValueError("evaluate: no benchmarks given")
+        raise InputError("evaluate: no benchmarks given")
     out = Path(out_dir) if out_dir is not None else None
     if isinstance(model_or_dir, (str, Path)):
         model_name = str(model_or_dir)

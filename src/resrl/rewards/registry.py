@@ -1,5 +1,5 @@
-"""Reward functions by name: `"math"`, `"exact"`, `"tool_call"`, `"tool_call_exact"` (see
-`resrl.rewards.tools`; options as `"tool_call[format_weight=0.5]"`), or a user function
+"""Reward functions by name: `"math"`, `"exact"`, `"code"` (`"code-fraction"`), `"tool_call"`,
+`"tool_call_exact"` (see `resrl.rewards.tools`; options as `"tool_call[format_weight=0.5]"`), or a user function
 `"module:function"`.
 
 A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
@@ -14,6 +14,8 @@ User functions run in the caller's process: wrap anything that can hang with
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import importlib
 import importlib.util
 import inspect
@@ -25,17 +27,19 @@ class RewardFunction(Protocol):
     def __call__(self, completions: list[str], answers: list[str]) -> list[float]: ...
 
 
-BUILTIN_REWARDS = ("math", "exact", "tool_call", "tool_call_exact")
+BUILTIN_REWARDS = ("math", "exact", "code", "code-fraction", "tool_call", "tool_call_exact")
 
 
 def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2) -> RewardFunction:
     """Build the reward function named by `spec` (see the module docstring).
 
-    timeout_s / num_workers configure the "math" verifier's process pool (ignored otherwise).
+    timeout_s / num_workers configure the "math" verifier's process pool, and for "code" the
+    per-test time limit and the number of sandboxes run at once (ignored otherwise). "code" scores
+    1 when every test passes; "code-fraction" the fraction of tests passed.
     Raises ValueError naming the module or function when `spec` cannot be resolved.
     """
     if not isinstance(spec, str) or not spec.strip():
-        raise ValueError(f"reward function spec must be 'math', 'exact' or 'module:function', got {spec!r}")
+        raise InputError(f"reward function spec must be one of {list(BUILTIN_REWARDS)} or 'module:function', got {spec!r}")
     spec = spec.strip()
     if spec == "math":
         from resrl.rewards.math import MathReward
@@ -45,6 +49,10 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
         from resrl.rewards.exact import ExactMatchReward
 
         return ExactMatchReward()
+    if spec in ("code", "code-fraction"):
+        from resrl.rewards.code import CodeReward
+
+        return CodeReward(timeout_s=timeout_s, num_workers=num_workers, partial=spec == "code-fraction")
     if spec.startswith("tool_call"):
         from resrl.rewards.tools import tool_reward_from_spec
 
@@ -52,21 +60,21 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
         if reward is not None:
             return reward
     if ":" not in spec:
-        raise ValueError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
+        raise InputError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
                          f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")
     module_name, _, attr = spec.rpartition(":")
     if not module_name or not attr:
-        raise ValueError(f"reward function {spec!r}: expected 'module:function'")
+        raise InputError(f"reward function {spec!r}: expected 'module:function'")
     module = _import(module_name, spec)
     if not hasattr(module, attr):
         public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
-        raise ValueError(f"reward function {spec!r}: module '{module_name}' has no attribute '{attr}' "
+        raise InputError(f"reward function {spec!r}: module '{module_name}' has no attribute '{attr}' "
                          f"(callables there: {public[:20]})")
     fn = getattr(module, attr)
     if inspect.isclass(fn):
         fn = fn()
     if not callable(fn):
-        raise ValueError(f"reward function {spec!r}: '{attr}' is not callable ({type(fn).__name__})")
+        raise InputError(f"reward function {spec!r}: '{attr}' is not callable ({type(fn).__name__})")
     return fn
 
 
@@ -74,7 +82,7 @@ def _import(module_name: str, spec: str):
     if module_name.endswith(".py"):
         path = Path(module_name)
         if not path.is_file():
-            raise ValueError(f"reward function {spec!r}: file '{module_name}' does not exist")
+            raise InputError(f"reward function {spec!r}: file '{module_name}' does not exist")
         mod_spec = importlib.util.spec_from_file_location(f"resrl_user_reward_{path.stem}", path)
         module = importlib.util.module_from_spec(mod_spec)
         mod_spec.loader.exec_module(module)
@@ -83,7 +91,7 @@ def _import(module_name: str, spec: str):
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):  # the module itself (or its package) is missing
-            raise ValueError(f"reward function {spec!r}: cannot import module '{module_name}' "
+            raise InputError(f"reward function {spec!r}: cannot import module '{module_name}' "
                              f"({exc}); is it installed or on PYTHONPATH?") from exc
         raise  # a missing dependency inside the user's module: show the real error
 

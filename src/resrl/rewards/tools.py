@@ -56,6 +56,8 @@ import re
 from collections import Counter
 from typing import Any, Sequence
 
+from resrl.errors import DataError, InputError
+
 MAX_PARSE_CHARS = 200_000  # longer completions are cut before parsing (bounded work per sample)
 
 _TOOL_BLOCK_RE = re.compile(r"<tool_call>(.*?)(</tool_call>|$)", re.DOTALL)
@@ -382,7 +384,7 @@ def bfcl_match(calls: Sequence[dict], possible_answer: Sequence[dict], functions
     used: set[int] = set()
     for expected in possible_answer:
         if not isinstance(expected, dict) or len(expected) != 1:
-            raise ValueError(f"a possible answer item must be {{function_name: {{param: [values]}}}}, got {expected!r}")
+            raise DataError(f"a possible answer item must be {{function_name: {{param: [values]}}}}, got {expected!r}")
         (name, params), = expected.items()
         doc = _find_doc(functions, name)
         hit = next((i for i, c in enumerate(calls) if i not in used and isinstance(c, dict)
@@ -415,15 +417,15 @@ def parse_reference(answer: str | list | dict) -> tuple[list[dict] | None, list[
         # or "<think>..</think>\n<response>..</response>" (no call)
         calls = parse_tool_calls(answer)
         if calls.error is not None:
-            raise ValueError(f"tool-call reference text does not parse ({calls.error}): {answer[:80]!r}")
+            raise DataError(f"tool-call reference text does not parse ({calls.error}): {answer[:80]!r}")
         if not calls and "<response>" not in answer and "<think>" not in answer:
-            raise ValueError(f"tool-call reference is neither JSON nor <tool_call>/<response> text: {answer[:80]!r}")
+            raise DataError(f"tool-call reference is neither JSON nor <tool_call>/<response> text: {answer[:80]!r}")
         value = [{"name": c["name"], "arguments": c["arguments"]} for c in calls]
     elif isinstance(answer, str):
         try:
             value = json.loads(answer) if answer.strip() else []
         except json.JSONDecodeError as exc:
-            raise ValueError(f"tool-call reference is not JSON ({exc.msg}): {answer[:80]!r}") from None
+            raise DataError(f"tool-call reference is not JSON ({exc.msg}): {answer[:80]!r}") from None
     functions = None
     if isinstance(value, dict) and "ground_truth" in value:
         functions = value.get("functions")
@@ -431,7 +433,7 @@ def parse_reference(answer: str | list | dict) -> tuple[list[dict] | None, list[
     elif isinstance(value, dict):
         value = [value]
     if not isinstance(value, list):
-        raise ValueError(f"tool-call reference must be a list of calls, got {type(value).__name__}")
+        raise DataError(f"tool-call reference must be a list of calls, got {type(value).__name__}")
     possible = []
     for item in value:
         if _is_plain_call(item):
@@ -440,7 +442,7 @@ def parse_reference(answer: str | list | dict) -> tuple[list[dict] | None, list[
         elif isinstance(item, dict) and len(item) == 1 and isinstance(next(iter(item.values())), dict):
             possible.append(item)
         else:
-            raise ValueError(f"tool-call reference item must be {{'name', 'arguments'}} or "
+            raise DataError(f"tool-call reference item must be {{'name', 'arguments'}} or "
                              f"{{func: {{param: [values]}}}}, got {str(item)[:80]}")
     return possible, functions
 
@@ -583,7 +585,7 @@ class ToolCallReward:
     def __init__(self, format_weight: float = 1.0, correct_max: float = 3.0, correct_min: float = -3.0,
                  require_think: bool = False) -> None:
         if correct_max < correct_min:
-            raise ValueError(f"tool_call reward: correct_max ({correct_max}) < correct_min ({correct_min})")
+            raise InputError(f"tool_call reward: correct_max ({correct_max}) < correct_min ({correct_min})")
         self.format_weight, self.correct_max, self.correct_min = float(format_weight), float(correct_max), float(correct_min)
         self.require_think = bool(require_think)
         self.last_stats: dict[str, float] = {}
@@ -628,7 +630,7 @@ def tool_reward_from_spec(spec: str):
     name, options = m.group(1), (m.group(2) or "").strip()
     if name == "tool_call_exact":
         if options:
-            raise ValueError(f"reward {spec!r}: tool_call_exact takes no options")
+            raise InputError(f"reward {spec!r}: tool_call_exact takes no options")
         return ToolCallExactReward()
     kwargs: dict[str, Any] = {}
     allowed = {"format_weight": float, "correct_max": float, "correct_min": float,
@@ -637,11 +639,11 @@ def tool_reward_from_spec(spec: str):
         key, _, raw = part.partition("=")
         key = key.strip()
         if key not in allowed or not raw.strip():
-            raise ValueError(f"reward {spec!r}: unknown or empty option {part!r} (options: {sorted(allowed)})")
+            raise InputError(f"reward {spec!r}: unknown or empty option {part!r} (options: {sorted(allowed)})")
         try:
             kwargs[key] = allowed[key](raw)
         except ValueError:
-            raise ValueError(f"reward {spec!r}: option {key} needs a number, got {raw!r}") from None
+            raise InputError(f"reward {spec!r}: option {key} needs a number, got {raw!r}") from None
     return ToolCallReward(**kwargs)
 
 

@@ -1,5 +1,6 @@
 """Training: YAML config (`config.py`), the library entry point `run_training` (`runner.py`),
-atomic checkpoints (`checkpoint.py`) and the `resrl train` command (`command.py`).
+and the `resrl train` command (`command.py`). Atomic checkpoints live below the engines
+(`resrl.checkpoint`), which write them.
 
 Heavy libraries (torch, transformers, trl) are imported only when training starts.
 """

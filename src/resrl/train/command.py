@@ -21,7 +21,7 @@ examples:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "train", help="RL training with TRL for grpo, drgrpo, dapo, psr, nsr, w-reinforce, resrl",
+        "train", help="RL training with TRL for grpo, drgrpo, dapo, psr, nsr, w-reinforce, flowrl, resrl",
         description="Train a local causal LM with RL from verifiable rewards (TRL GRPOTrainer + resrl.core).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="YAML config file (see configs/)")
@@ -37,9 +37,12 @@ def run(args) -> int:
 
     try:
         config = load_config(args.config, args.overrides)
-        from accelerate import PartialState
+        from resrl.train.runner import grpo_args, launched_world_size
 
-        config.validate(num_processes=PartialState().num_processes)
+        config.validate(num_processes=launched_world_size())
+        if args.check:  # the values handed to TRL too (a bad `trl:` value is found here, not after loading);
+            # use_cpu so that a GPU config can be checked on a machine without one
+            grpo_args(config, launched_world_size(), use_cpu=True)
     except ConfigError as exc:
         print(f"resrl train: error: {exc}", file=sys.stderr)
         return 2

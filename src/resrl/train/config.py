@@ -5,15 +5,20 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
 
     model:      which causal LM to train (a local Hugging Face directory)
     data:       the training problems (jsonl / parquet, veRL columns or {"problem", "answer"})
-    reward:     the verifier ("math", "exact" or "module:function")
+    reward:     the verifier ("math", "exact", "code", "code-fraction", ... or "module:function";
+                resrl.rewards.registry lists them)
     algorithm:  resrl.core.registry.AlgorithmConfig (name: grpo | drgrpo | dapo | psr | nsr |
-                w-reinforce | resrl; resrl: {...} holds resrl.core.ResRLConfig)
+                w-reinforce | flowrl | resrl; resrl: {...} holds resrl.core.ResRLConfig,
+                flowrl: {...} resrl.core.flowrl.FlowRLConfig)
     loss:       resrl.core.loss.LossConfig (keys not given take the algorithm's defaults)
     train:      batch shape, optimiser, sampling, seed, steps
     engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
                 (the hidden-state alignment is algorithm.resrl.hidden_alignment, spec §2)
     log:        TensorBoard / JSONL / W&B
     checkpoint: periodic atomic checkpoints
+    trl:        any other `trl.GRPOConfig` / `TrainingArguments` field, handed to TRL as is (vLLM,
+                DeepSpeed / FSDP, optimiser, dataloader, ...). Fields the sections above own are
+                refused with the key to use instead (`TRL_OWNED_FIELDS`).
 
 Batch vocabulary (prompts are counted before the G-fold repetition):
     rollout_prompts   prompts sampled per generation round   (paper: 256)
@@ -33,10 +38,21 @@ from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from
 
 
 @dataclass
+class LoraSection:
+    """LoRA through TRL's `peft_config` (peft.LoraConfig). The reference policy is the model with its
+    adapters disabled; ResRL's states come from the adapted policy."""
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    target_modules: list[str] | str = "all-linear"  # or a list of module names, e.g. [q_proj, v_proj]
+
+
+@dataclass
 class ModelSection:
     path: str | None = None  # local HF causal-LM directory (resrl make-tiny-model / convert-smollm2)
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     gradient_checkpointing: bool = False
+    lora: LoraSection | None = None  # null: full fine-tuning
 
 
 @dataclass
@@ -48,7 +64,7 @@ class DataSection:
 
 @dataclass
 class RewardSection:
-    function: str = "math"  # "math" | "exact" | "module:function" (or "path/to/file.py:function")
+    function: str = "math"  # a name of resrl.rewards.registry (math, exact, code, ...) or "module:function"
     timeout_s: float = 5.0  # per-item wall-clock limit of isolated scoring (a timed-out item scores 0)
     num_workers: int = 2  # scoring processes
     # run a user "module:function" item by item in worker processes with timeout_s (the math
@@ -118,6 +134,54 @@ def _core_section(name: str):
     return LossConfig
 
 
+# GRPOConfig / TrainingArguments fields set from the sections above: a `trl:` key naming one of
+# them is refused with the project key to use instead.
+TRL_OWNED_FIELDS = {
+    "output_dir": "train.output_dir", "seed": "train.seed", "max_steps": "train.max_steps",
+    "num_train_epochs": "train.max_steps", "learning_rate": "train.learning_rate",
+    "lr_scheduler_type": "train.lr_scheduler", "warmup_steps": "train.warmup_steps",
+    "warmup_ratio": "train.warmup_steps", "weight_decay": "train.weight_decay", "adam_beta1": "train.adam_beta1",
+    "adam_beta2": "train.adam_beta2", "max_grad_norm": "train.max_grad_norm",
+    "per_device_train_batch_size": "train.micro_batch_size", "gradient_accumulation_steps": "train.update_prompts",
+    "steps_per_generation": "train.rollout_prompts", "generation_batch_size": "train.rollout_prompts",
+    "num_generations": "train.group_size", "num_iterations": "train.num_iterations",
+    "max_completion_length": "train.max_completion_length", "max_prompt_length": "train.max_prompt_length",
+    "temperature": "train.temperature", "top_p": "train.top_p", "bf16": "train.bf16", "use_cpu": "train.use_cpu",
+    "beta": "loss.kl_coef", "epsilon": "loss.clip_eps_low", "epsilon_high": "loss.clip_eps_high",
+    "loss_type": "loss.agg", "entropy_coef": "loss.entropy_coef", "use_adaptive_entropy": "loss.entropy_coef",
+    "use_bias_correction_kl": "loss.kl_estimator", "delta": "loss.dual_clip_c",
+    "scale_rewards": "algorithm.scale_rewards", "reward_weights": "reward.function",
+    "gradient_checkpointing": "model.gradient_checkpointing", "logging_steps": "log.logging_steps",
+    "report_to": "log.report_to", "log_completions": "log.log_completions", "disable_tqdm": "log.progress",
+    "save_strategy": "checkpoint.save_steps", "save_steps": "checkpoint.save_steps",
+    "save_total_limit": "checkpoint.save_total_limit",
+}
+
+
+def check_trl_section(trl: dict) -> None:
+    """Every `trl.<key>` must be a GRPOConfig field that the project does not own and whose loss-side
+    effect the project's loss honours; ConfigError naming the key otherwise."""
+    import dataclasses as dc
+
+    from trl import GRPOConfig
+
+    from resrl.engines.trl import UNSUPPORTED_TRL_OPTIONS
+
+    fields = {f.name for f in dc.fields(GRPOConfig) if f.init}
+    unsupported = {name: why for name, _, why in UNSUPPORTED_TRL_OPTIONS}
+    for key in trl:
+        if key in TRL_OWNED_FIELDS:
+            raise ConfigError(f"config key 'trl.{key}' is set by the project: use '{TRL_OWNED_FIELDS[key]}' instead")
+        if key in unsupported:
+            raise ConfigError(f"config key 'trl.{key}' is not supported: {unsupported[key]}")
+        if key not in fields:
+            import difflib
+
+            close = difflib.get_close_matches(key, fields, n=3)
+            raise ConfigError(f"unknown config key 'trl.{key}': not a trl.GRPOConfig field"
+                              + (f" (did you mean {', '.join(close)}?)" if close else ""))
+
+
 @dataclass
 class TrainConfig:
     model: ModelSection = field(default_factory=ModelSection)
@@ -129,6 +193,7 @@ class TrainConfig:
     engine: EngineSection = field(default_factory=EngineSection)
     log: LogSection = field(default_factory=LogSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+    trl: dict = field(default_factory=dict)  # GRPOConfig pass-through (see the module docstring)
 
     def __post_init__(self) -> None:
         if self.algorithm is None:
@@ -144,6 +209,13 @@ class TrainConfig:
     def micro_batch_size(self, num_processes: int = 1) -> int:
         per_update = self.update_prompts * self.train.group_size
         return self.train.micro_batch_size or per_update // num_processes
+
+    def trl_batch_shape(self, num_processes: int = 1) -> tuple[int, int, int]:
+        """(per_device_train_batch_size, gradient_accumulation_steps, steps_per_generation) of TRL."""
+        G, micro = self.train.group_size, self.micro_batch_size(num_processes)
+        per_update_local = self.update_prompts * G // num_processes
+        per_round_local = self.train.rollout_prompts * G // num_processes
+        return micro, per_update_local // micro, per_round_local // micro
 
     def validate(self, num_processes: int = 1, need_model: bool = True, need_data: bool = True) -> None:
         """Impossible combinations -> ConfigError naming the key. Cheap: no model is loaded."""
@@ -214,6 +286,17 @@ class TrainConfig:
         for name in self.log.report_to:
             if name not in ("tensorboard", "wandb", "none"):
                 raise ConfigError(f"config key 'log.report_to' accepts tensorboard, wandb, none; got {name!r}")
+        spec = ALGORITHMS[a.name]
+        if spec.policy_loss != "clipped-surrogate" and (self.loss.kl_coef > 0 or self.loss.entropy_coef > 0):
+            raise ConfigError(f"config keys 'loss.kl_coef' / 'loss.entropy_coef' must be 0 for algorithm {a.name!r}: "
+                              f"its loss ({spec.policy_loss}) has no separate KL or entropy term")
+        lora = self.model.lora
+        if lora is not None:
+            if lora.r < 1 or lora.alpha <= 0 or not 0 <= lora.dropout < 1:
+                raise ConfigError("config key 'model.lora' needs r >= 1, alpha > 0 and 0 <= dropout < 1, "
+                                  f"got r={lora.r}, alpha={lora.alpha}, dropout={lora.dropout}")
+        if self.trl:
+            check_trl_section(self.trl)
 
     @property
     def dynamic_sampling(self) -> bool:
@@ -224,13 +307,11 @@ class TrainConfig:
         return bool(ALGORITHMS[self.algorithm.name].dynamic_sampling)
 
     def aligned_possible(self, num_processes: int = 1) -> bool:
-        t = self.train
-        return (
-            self.micro_batch_size(num_processes) % t.group_size == 0
-            and self.update_prompts == t.rollout_prompts
-            and t.num_iterations == 1
-            and getattr(self.algorithm, "scale_rewards", "group") != "batch"
-        )
+        from resrl.engines.batches import aligned_layout_possible
+
+        micro, accumulation, per_round = self.trl_batch_shape(num_processes)
+        return aligned_layout_possible(micro, self.train.group_size, per_round, accumulation,
+                                       self.train.num_iterations, getattr(self.algorithm, "scale_rewards", "group"))
 
     def to_dict(self) -> dict:
         return to_dict(self)
@@ -255,7 +336,7 @@ def config_from_dict(data: dict) -> TrainConfig:
             raise ConfigError(f"unknown config section '{key}' (valid: {', '.join(sorted(known))})")
     sections = {}
     for f in dataclasses.fields(TrainConfig):
-        if f.name in ("algorithm", "loss") or f.name not in data:
+        if f.name in ("algorithm", "loss", "trl") or f.name not in data:
             continue
         sections[f.name] = from_dict(_SECTION_TYPES[f.name], data[f.name] or {}, prefix=f"{f.name}.")
     from resrl.core.registry import ALGORITHMS
@@ -274,7 +355,10 @@ def config_from_dict(data: dict) -> TrainConfig:
     # Dr.GRPO's seq-mean-token-sum-norm divides by a fixed length: default it to the completion budget
     if loss.max_response_length is None:
         loss.max_response_length = train_section.max_completion_length
-    return TrainConfig(algorithm=algorithm, loss=loss, **sections)
+    trl = data.get("trl") or {}
+    if not isinstance(trl, dict):
+        raise ConfigError(f"config section 'trl' must be a mapping of trl.GRPOConfig fields, got {trl!r}")
+    return TrainConfig(algorithm=algorithm, loss=loss, trl=dict(trl), **sections)
 
 
 _SECTION_TYPES = {
@@ -303,7 +387,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 __all__ = [
-    "ConfigError", "TrainConfig", "ModelSection", "DataSection", "RewardSection", "TrainSection",
+    "ConfigError", "TrainConfig", "ModelSection", "LoraSection", "TRL_OWNED_FIELDS", "check_trl_section", "DataSection", "RewardSection", "TrainSection",
     "EngineSection", "LogSection", "CheckpointSection", "load_config", "config_from_dict",
     "resolve_loss", "explicit_keys",
 ]

@@ -13,6 +13,8 @@ or a directory to start several algorithms from one warm start).
 
 from __future__ import annotations
 
+from resrl.errors import InputError
+
 import json
 import logging
 import os
@@ -72,17 +74,27 @@ def _trim_jsonl(path: Path, last_step: int) -> None:
     os.replace(tmp, path)
 
 
+def launched_world_size() -> int:
+    """Processes of this run as the launcher (accelerate / torchrun) started them: WORLD_SIZE.
+
+    Not `PartialState().num_processes`: built before TRL's accelerator and without `cpu=True`, it
+    reports 1 under a two-CPU-process launch, and the batch would be sized for one process."""
+    try:
+        return max(1, int(os.environ.get("WORLD_SIZE", "1")))
+    except ValueError:
+        raise ConfigError(f"environment variable WORLD_SIZE={os.environ['WORLD_SIZE']!r} is not an integer") from None
+
+
 def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
-    """TrainConfig -> trl.GRPOConfig (batch shape, optimiser, sampling, logging, checkpoints)."""
+    """TrainConfig -> trl.GRPOConfig (batch shape, optimiser, sampling, logging, checkpoints), then
+    the `trl:` section's fields on top (validated: none of them is a field set here)."""
     from trl import GRPOConfig
 
     t, G = config.train, config.train.group_size
-    micro = config.micro_batch_size(num_processes)
-    per_update_local = config.update_prompts * G // num_processes
-    per_round_local = t.rollout_prompts * G // num_processes
+    micro, accumulation, per_round = config.trl_batch_shape(num_processes)
     report_to = [r for r in config.log.report_to if r != "none"]
     save_steps = config.checkpoint.save_steps
-    return GRPOConfig(
+    ours = dict(
         output_dir=t.output_dir,
         seed=t.seed,
         max_steps=t.max_steps,
@@ -94,8 +106,8 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         adam_beta2=t.adam_beta2,
         max_grad_norm=t.max_grad_norm,
         per_device_train_batch_size=micro,
-        gradient_accumulation_steps=per_update_local // micro,
-        steps_per_generation=per_round_local // micro,
+        gradient_accumulation_steps=accumulation,
+        steps_per_generation=per_round,
         num_generations=G,
         num_iterations=t.num_iterations,
         max_completion_length=t.max_completion_length,
@@ -119,6 +131,28 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         # a causal LM uses every parameter in each forward: skip DDP's unused-parameter search
         ddp_find_unused_parameters=False,
     )
+    if config.trl:
+        from resrl.train.config import check_trl_section
+
+        check_trl_section(config.trl)
+    try:
+        return GRPOConfig(**{**ours, **config.trl})
+    except (TypeError, ValueError) as exc:
+        given = ", ".join(f"trl.{k}" for k in sorted(config.trl)) or "none"
+        raise ConfigError(f"trl.GRPOConfig rejected the configuration: {exc} (trl keys given: {given})") from exc
+
+
+def lora_config(config: TrainConfig):
+    """model.lora -> peft.LoraConfig (None when LoRA is off)."""
+    lora = config.model.lora
+    if lora is None:
+        return None
+    try:
+        from peft import LoraConfig
+    except ImportError as exc:
+        raise ConfigError("config key 'model.lora' needs the peft package: pip install 'resrl[peft]'") from exc
+    return LoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                      target_modules=lora.target_modules, task_type="CAUSAL_LM")
 
 
 def _load_tokenizer(config: TrainConfig, model, tokenizer):
@@ -155,7 +189,7 @@ def _load_dataset(config: TrainConfig, train_dataset, tokenizer):
         train_dataset = problems_to_dataset(problems)
     missing = {"prompt", "answer"} - set(train_dataset.column_names)
     if missing:
-        raise ValueError(f"training dataset lacks column(s) {sorted(missing)} (has {train_dataset.column_names})")
+        raise InputError(f"training dataset lacks column(s) {sorted(missing)} (has {train_dataset.column_names})")
     if len(train_dataset) < config.train.rollout_prompts:
         raise ConfigError(f"config key 'train.rollout_prompts' ({config.train.rollout_prompts}) exceeds the "
                           f"number of training problems ({len(train_dataset)})")
@@ -207,6 +241,21 @@ def _load_reward(config: TrainConfig, reward_fn):
     return RewardAdapter(reward_fn, name=name)
 
 
+def _save_merged(config: TrainConfig, adapter_dir: Path, out_dir: Path, tokenizer) -> None:
+    """Base model (model.path) + the trained adapter, merged into a plain causal LM at `out_dir`."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    if not config.model.path:
+        logger.warning("LoRA: no model.path to merge the adapter into; only %s was saved", adapter_dir)
+        return
+    base = AutoModelForCausalLM.from_pretrained(config.model.path, dtype=getattr(torch, config.model.dtype))
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+
+
 def run_training(
     config: TrainConfig,
     *,
@@ -229,13 +278,12 @@ def run_training(
     on_log:        called on process 0 with each logged step's metrics (e.g. a demo's progress)
     """
     import torch
-    from accelerate import PartialState
     from transformers import set_seed
 
     from resrl.engines.trl import ResRLTrainer
-    from resrl.train.checkpoint import checkpoint_step, latest_checkpoint
+    from resrl.checkpoint import checkpoint_step, latest_checkpoint
 
-    num_processes = PartialState().num_processes
+    num_processes = launched_world_size()
     config.validate(num_processes=num_processes, need_model=model is None,
                     need_data=train_dataset is None)
     use_cpu = config.train.use_cpu if config.train.use_cpu is not None else not torch.cuda.is_available()
@@ -246,7 +294,7 @@ def run_training(
     if resume:
         checkpoint = Path(resume) if isinstance(resume, (str, Path)) else latest_checkpoint(output_dir)
         if checkpoint is not None and not (checkpoint / "trainer_state.json").is_file():
-            raise ValueError(f"--resume: {checkpoint} is not a complete checkpoint")
+            raise InputError(f"--resume: {checkpoint} is not a complete checkpoint")
         if checkpoint is None:
             logger.warning("--resume: no checkpoint in %s, starting from the beginning", output_dir)
 
@@ -258,7 +306,7 @@ def run_training(
     model = _load_model(config, model)
 
     jsonl = output_dir / METRICS_FILE if config.log.jsonl else None
-    if jsonl is not None and PartialState().is_main_process:
+    if jsonl is not None and int(os.environ.get("RANK", "0")) == 0:
         if checkpoint is not None:
             _trim_jsonl(jsonl, checkpoint_step(checkpoint))
         elif jsonl.exists():
@@ -279,7 +327,11 @@ def run_training(
         resrl_mode=config.engine.resrl_mode,
         dynamic_sampling=config.engine.dynamic_sampling,
         max_refill_rounds=config.engine.max_refill_rounds,
+        peft_config=lora_config(config),
     )
+    if trainer.accelerator.num_processes != num_processes:  # the batch was sized for num_processes
+        raise RuntimeError(f"the launcher started {num_processes} process(es) (WORLD_SIZE) but TRL's accelerator "
+                           f"sees {trainer.accelerator.num_processes}")
     if not config.log.progress:  # quiet: no progress bar and no printed log dicts (on_log still fires)
         from transformers.trainer_callback import PrinterCallback
 
@@ -288,13 +340,11 @@ def run_training(
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
     finally:
-        if trainer._hidden is not None:  # the model may be trained again (another algorithm)
-            trainer._hidden.remove()
         if reward_fn is None and hasattr(reward.fn, "close"):  # worker processes we started
             reward.fn.close()
 
     if save_final:
-        from resrl.train.checkpoint import publish
+        from resrl.checkpoint import publish
 
         if not config.checkpoint.save_steps or trainer.state.global_step % config.checkpoint.save_steps:
             trainer._save_checkpoint(trainer.model, trial=None)
@@ -303,7 +353,12 @@ def run_training(
         trainer.save_model(str(staged))  # every process takes part (sharded models)
         if trainer.accelerator.is_main_process:
             tokenizer.save_pretrained(str(staged))
-            publish(staged, output_dir / "model")
+            if config.model.lora is not None:  # the adapter, and the merged model that evaluation loads
+                publish(staged, output_dir / "adapter")
+                _save_merged(config, output_dir / "adapter", output_dir / ".staging-merged", tokenizer)
+                publish(output_dir / ".staging-merged", output_dir / "model")
+            else:
+                publish(staged, output_dir / "model")
         trainer.accelerator.wait_for_everyone()
         result.model_dir = output_dir / "model"
     result.model = trainer.accelerator.unwrap_model(trainer.model)

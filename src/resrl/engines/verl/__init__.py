@@ -1,0 +1,15 @@
+"""The veRL plugin: ResRL and the NSR family inside veRL 0.9 (issue 12).
+
+    estimators.py  `resrl`, `w_reinforce`, `psr`, `nsr` registered with veRL's `register_adv_est`;
+                   the `verl.plugins` entry point of pyproject.toml imports it (needs veRL)
+    layouts.py     veRL's engine layouts -> per-response penultimate states (packed rmpad with
+                   cu_seqlens, right-padded), group-split detection, a group-preserving balance
+    weights.py     a rank's groups accumulated over its micro-batches, ResRL weights computed once
+                   per rank after the pass (resrl.core), returned as a per-token multiplier
+    capture.py     the forward hook on the penultimate layer for the old-log-prob pass of veRL's
+                   engine workers (one layer, never output_hidden_states)
+
+Only `estimators.py` imports veRL; the rest needs torch and `resrl.core`/`resrl.engines.hidden`,
+so it is tested in the main venv. Nothing here imports TRL, transformers or `resrl.train`: a
+veRL venv (transformers < 5.11) has none of the project's TRL stack.
+"""

@@ -1,0 +1,472 @@
+"""Code reward: extract a program from a completion, run it against tests in the sandbox, score it.
+
+Test formats (one JSON object per problem; `parse_tests` validates and normalises them):
+
+- HumanEval / MBPP: {"entry_point": str, "test": str, "prompt"?: str} — `test` defines
+  `check(candidate)`; the program passes when `check(entry_point)` returns. With "prompt" (the
+  function header HumanEval gives), a program that does not define `entry_point` itself is run as
+  prompt + program (a completion-style body), one that does gets the prompt's imports in front.
+- standard input/output: {"inputs": [str, ...], "outputs": [str, ...]} — each output compared
+  line by line after whitespace normalisation (runs of blanks collapsed, trailing blank lines
+  dropped).
+- function call: {"fn_name": str, "inputs": [[arg, ...], ...], "outputs": [value, ...]} — calls
+  `Solution().fn_name(*args)` (LeetCode) or the top-level `fn_name(*args)`; the JSON of the return
+  value must equal the output (floats to 1e-6; like APPS/TACO, a one-element list output also
+  accepts its element; an output given as JSON text, as LiveCodeBench stores them, is decoded).
+  Arguments given as one string are JSON values, one per line (TACO / LiveCodeBench).
+
+Code extraction (`extract_code`): think blocks are dropped; then the last ```python block, else the
+last fenced block of any language, else the whole text.
+
+`run_tests(code, tests, timeout_s)` runs one item in the sandbox (`resrl.rewards.sandbox`) and
+never raises for anything the program does. `CodeExecutor` runs many items on a bounded pool
+with a (code, tests) cache; `CodeReward` is the `code` reward of the registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import re
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from resrl.errors import DataError, InputError
+from resrl.rewards.sandbox import SandboxLimits, run_job
+
+logger = logging.getLogger(__name__)
+
+# ---- test formats -------------------------------------------------------------------------------
+FORMATS = ("check", "stdio", "call")
+
+
+def _text(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "\n".join(value)  # some data sets store the lines of an input / output
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise DataError(f"{where}: expected a string, got {type(value).__name__}")
+
+
+def parse_tests(tests: Any, where: str = "tests") -> dict:
+    """Validate a tests object (a dict, or its JSON text) and return it normalised, with a "format"
+    key ("check" | "stdio" | "call"). DataError (a ValueError) names the key that is wrong."""
+    if isinstance(tests, (str, bytes)):
+        try:
+            tests = json.loads(tests)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not isinstance(tests, dict):
+        raise DataError(f"{where}: expected a JSON object, got {type(tests).__name__}")
+    if "test" in tests or "entry_point" in tests:
+        for key in ("entry_point", "test"):
+            if not isinstance(tests.get(key), str) or not tests[key].strip():
+                raise DataError(f"{where}: HumanEval-style tests need a non-empty string '{key}'")
+        if not re.fullmatch(r"[A-Za-z_]\w*", tests["entry_point"]):
+            raise DataError(f"{where}: 'entry_point' {tests['entry_point']!r} is not a Python name")
+        prompt = tests.get("prompt", "")
+        if not isinstance(prompt, str):
+            raise DataError(f"{where}: 'prompt' must be a string")
+        return {"format": "check", "entry_point": tests["entry_point"], "test": tests["test"], "prompt": prompt}
+    if "inputs" not in tests or "outputs" not in tests:
+        raise DataError(f"{where}: expected 'entry_point'+'test', or 'inputs'+'outputs' (keys: {sorted(tests)[:8]})")
+    inputs, outputs = tests["inputs"], tests["outputs"]
+    if not isinstance(inputs, list) or not isinstance(outputs, list):
+        raise DataError(f"{where}: 'inputs' and 'outputs' must be lists")
+    if len(inputs) != len(outputs):
+        raise DataError(f"{where}: {len(inputs)} inputs but {len(outputs)} outputs")
+    if not inputs:
+        raise DataError(f"{where}: 'inputs' is empty")
+    fn_name = tests.get("fn_name")
+    if fn_name:
+        if not isinstance(fn_name, str) or not re.fullmatch(r"[A-Za-z_]\w*", fn_name):
+            raise DataError(f"{where}: 'fn_name' {fn_name!r} is not a Python name")
+        args = []
+        for i, a in enumerate(inputs):
+            if isinstance(a, str):  # TACO stores call arguments as JSON text, one argument per line
+                try:
+                    a = [json.loads(line) for line in a.splitlines() if line.strip()]
+                except json.JSONDecodeError:
+                    raise DataError(f"{where}: 'inputs'[{i}] is a string that is not JSON arguments") from None
+            if not isinstance(a, list):
+                raise DataError(f"{where}: 'inputs'[{i}] must be a list of arguments")
+            args.append(a)
+        return {"format": "call", "fn_name": fn_name, "inputs": args, "outputs": list(outputs)}
+    return {"format": "stdio", "inputs": [_text(x, f"{where}: 'inputs'[{i}]") for i, x in enumerate(inputs)],
+            "outputs": [_text(y, f"{where}: 'outputs'[{i}]") for i, y in enumerate(outputs)]}
+
+
+def normalize_output(text: str) -> list[str]:
+    """stdout -> comparable lines: blanks collapsed, lines stripped, trailing empty lines dropped."""
+    lines = [" ".join(line.split()) for line in text.replace("\r\n", "\n").split("\n")]
+    while lines and not lines[-1]:
+        lines.pop()
+    return lines
+
+
+def _values_equal(got: Any, want: Any) -> bool:
+    if isinstance(got, bool) or isinstance(want, bool):
+        return got is want if isinstance(got, bool) and isinstance(want, bool) else False
+    if isinstance(got, (int, float)) and isinstance(want, (int, float)):
+        if isinstance(got, int) and isinstance(want, int):
+            return got == want
+        return math.isclose(got, want, rel_tol=1e-6, abs_tol=1e-9)
+    if isinstance(got, list) and isinstance(want, list):
+        return len(got) == len(want) and all(_values_equal(g, w) for g, w in zip(got, want))
+    if isinstance(got, dict) and isinstance(want, dict):
+        return got.keys() == want.keys() and all(_values_equal(got[k], want[k]) for k in got)
+    return got == want
+
+
+def call_output_matches(ret_json: str, want: Any) -> bool:
+    """A function-call test: the program's return value (JSON text) against the expected value."""
+    try:
+        got = json.loads(ret_json)
+    except (json.JSONDecodeError, RecursionError):
+        return False
+    if _values_equal(got, want):
+        return True
+    if isinstance(want, str):  # LiveCodeBench-style data stores the expected value as JSON text
+        try:
+            decoded = json.loads(want)
+        except (json.JSONDecodeError, RecursionError):
+            return False
+        return _values_equal(got, decoded)
+    return isinstance(want, list) and len(want) == 1 and _values_equal(got, want[0])
+
+
+# ---- code extraction ----------------------------------------------------------------------------
+_THINK_RE = re.compile(r"<think>.*?(</think>|\Z)", re.DOTALL)
+_FENCE_RE = re.compile(r"^[ \t]*```[ \t]*([\w+#.-]*)[^\n]*\n(.*?)^[ \t]*```", re.DOTALL | re.MULTILINE)
+_PY_LANGS = {"python", "py", "python3", "py3"}
+
+
+def extract_code(completion: str) -> str | None:
+    """The program in a completion (see the module docstring); None when nothing is left."""
+    text = _THINK_RE.sub("", completion)
+    if "</think>" in text:  # a think block whose opening tag was in the prompt (Qwen3 templates)
+        text = text.rsplit("</think>", 1)[1]
+    blocks = _FENCE_RE.findall(text)
+    python = [body for lang, body in blocks if lang.lower() in _PY_LANGS]
+    if python:
+        code = python[-1]
+    elif blocks:
+        code = blocks[-1][1]
+    else:
+        code = text
+    return code if code.strip() else None
+
+
+def _prompt_imports(prompt: str) -> str:
+    return "".join(line + "\n" for line in prompt.splitlines()
+                   if re.match(r"\s*(import\s|from\s+\S+\s+import\s)", line) and not line.startswith((" ", "\t")))
+
+
+def check_program(code: str, tests: dict) -> str:
+    """The program a HumanEval-style item runs: the candidate, the test, then check(entry_point)."""
+    entry, prompt = tests["entry_point"], tests.get("prompt", "")
+    defines = re.search(rf"^(async\s+)?def\s+{re.escape(entry)}\s*\(|^{re.escape(entry)}\s*=", code, re.MULTILINE)
+    if prompt and not defines:
+        head = prompt if prompt.endswith("\n") else prompt + "\n"
+        program = head + code
+    else:
+        program = _prompt_imports(prompt) + code
+    return f"{program}\n\n{tests['test']}\n\ncheck({entry})\n"
+
+
+# ---- one item -----------------------------------------------------------------------------------
+@dataclass
+class CodeResult:
+    """Outcome of one program against one tests object.
+
+    passed      every test passed
+    fraction    tests passed / tests (tests not run — stopped early or out of time — count as failed)
+    timed_out   a test (or the whole item) ran out of time
+    error       why the item failed, when it did: the first failing test's error, "wrong answer on
+                test i", "no code found", or a sandbox problem; None when it passed
+    statuses    per test: "pass", "wrong", "error", "timeout", "output_limit", "not_run"
+    layers      isolation layers the sandbox reported for this item
+    """
+
+    passed: bool
+    fraction: float
+    timed_out: bool = False
+    error: str | None = None
+    num_tests: int = 0
+    statuses: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    layers: dict = field(default_factory=dict)
+    cached: bool = False
+
+
+def _failure(tests: dict, error: str, timed_out: bool = False) -> CodeResult:
+    n = len(tests.get("inputs", [None])) if tests.get("format") != "check" else 1
+    return CodeResult(passed=False, fraction=0.0, timed_out=timed_out, error=error, num_tests=n,
+                      statuses=["not_run"] * n)
+
+
+def run_tests(code: str, tests: dict, timeout_s: float = 10.0, *, limits: SandboxLimits | None = None,
+              stop_on_failure: bool = False, total_timeout_s: float | None = None, slot: int = 0) -> CodeResult:
+    """Run `code` against `tests` in a fresh sandboxed process (module docstring for the formats).
+
+    timeout_s         wall-time limit of each test case (its CPU limit is ceil(timeout_s) + 1 s)
+    total_timeout_s   wall-time limit of all test cases together (default: timeout_s × #tests,
+                      at most 60 s + timeout_s); the interpreter start gets `limits.startup_s` more
+    stop_on_failure   stop at the first failing test (enough for a pass/fail reward)
+    Raises DataError (a ValueError) only for malformed `tests` (the data's fault, not the program's).
+    """
+    start = time.perf_counter()
+    tests = tests if isinstance(tests, dict) and tests.get("format") in FORMATS else parse_tests(tests)
+    limits = limits or SandboxLimits()
+    if not isinstance(code, str) or not code.strip():
+        return _failure(tests, "no code found")
+    fmt = tests["format"]
+    if fmt == "check":
+        job = {"code": check_program(code, tests), "mode": "check", "inputs": []}
+        n = 1
+    elif fmt == "stdio":
+        job = {"code": code, "mode": "stdio", "inputs": tests["inputs"]}
+        n = len(tests["inputs"])
+    else:
+        job = {"code": code, "mode": "call", "inputs": tests["inputs"], "fn_name": tests["fn_name"]}
+        n = len(tests["inputs"])
+    if total_timeout_s is None:
+        total_timeout_s = min(timeout_s * n, 60.0 + timeout_s)
+    statuses = ["not_run"] * n
+    errors: dict[int, str] = {}
+
+    def judge(record: dict) -> bool:
+        i = record.get("i")
+        if not isinstance(i, int) or not 0 <= i < n:
+            return False
+        status = record.get("status")
+        if status == "ok":
+            if fmt == "check":
+                ok = True
+            elif fmt == "stdio":
+                ok = normalize_output(record.get("stdout", "")) == normalize_output(tests["outputs"][i])
+            else:
+                ok = "ret" in record and call_output_matches(record["ret"], tests["outputs"][i])
+            statuses[i] = "pass" if ok else "wrong"
+            if not ok:
+                errors[i] = f"wrong answer on test {i}"
+        else:
+            statuses[i] = status if status in ("error", "timeout", "output_limit") else "error"
+            errors[i] = f"test {i}: {record.get('error') or status}"
+        return not (stop_on_failure and statuses[i] != "pass")
+
+    try:
+        outcome = run_job(job, limits, test_timeout_s=timeout_s, total_timeout_s=total_timeout_s, slot=slot,
+                          on_record=judge)
+    except Exception as exc:  # noqa: BLE001 - the sandbox itself failed (e.g. no temp space): score 0
+        logger.warning("code sandbox failed: %r", exc)
+        return _failure(tests, f"sandbox failure: {exc!r}"[:300])
+    num_passed = statuses.count("pass")
+    timed_out = outcome.timed_out or "timeout" in statuses
+    if num_passed == n:
+        error = None
+    elif errors:
+        error = errors[min(errors)]
+    elif outcome.timed_out:
+        error = f"item timed out after {total_timeout_s:g} s"
+    else:
+        error = outcome.error or "the sandbox stopped before every test ran"
+    return CodeResult(passed=num_passed == n, fraction=num_passed / n, timed_out=timed_out, error=error,
+                      num_tests=n, statuses=statuses, seconds=time.perf_counter() - start, layers=outcome.layers)
+
+
+# ---- many items: pool + cache -------------------------------------------------------------------
+def _tests_digest(tests: dict) -> str:
+    return hashlib.sha256(json.dumps(tests, sort_keys=True, ensure_ascii=False).encode("utf-8", "surrogatepass")
+                          ).hexdigest()
+
+
+def _cache_key(code: str, tests_digest: str, timeout_s: float, stop_on_failure: bool) -> str:
+    h = hashlib.sha256()
+    h.update(code.encode("utf-8", "surrogatepass"))
+    h.update(f"\0{tests_digest}\0{timeout_s!r}\0{stop_on_failure}".encode())
+    return h.hexdigest()
+
+
+class CodeExecutor:
+    """Runs many (code, tests) items, `num_workers` sandboxes at a time, with an LRU cache.
+
+    A crash or hang of an item is a failed CodeResult (counted in `stats`), never an exception.
+    Each worker thread owns one sandbox slot (its working directory); every item gets a uid of its
+    own, so items never share a process budget.
+    A timed-out result is not cached (it may pass on a less busy machine).
+    """
+
+    def __init__(self, num_workers: int = 2, timeout_s: float = 10.0, limits: SandboxLimits | None = None,
+                 stop_on_failure: bool = False, cache_size: int = 65536) -> None:
+        if not (isinstance(num_workers, int) and num_workers >= 1):
+            raise InputError(f"CodeExecutor: num_workers must be a positive int, got {num_workers!r}")
+        if not (isinstance(timeout_s, (int, float)) and timeout_s > 0):
+            raise InputError(f"CodeExecutor: timeout_s must be > 0, got {timeout_s!r}")
+        self.num_workers = num_workers
+        self.timeout_s = float(timeout_s)
+        self.limits = limits or SandboxLimits()
+        self.stop_on_failure = stop_on_failure
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, CodeResult] = OrderedDict()
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._slots = iter(range(1 << 30))
+        self._pool: ThreadPoolExecutor | None = None
+        self.stats = {"items": 0, "cache_hits": 0, "timeouts": 0, "errors": 0, "sandbox_failures": 0}
+
+    def _slot(self) -> int:
+        if not hasattr(self._local, "slot"):
+            with self._lock:
+                self._local.slot = next(self._slots)
+        return self._local.slot
+
+    def _run_one(self, code: str, tests: dict) -> CodeResult:
+        return run_tests(code, tests, self.timeout_s, limits=self.limits, stop_on_failure=self.stop_on_failure,
+                         slot=self._slot())
+
+    def run_many(self, items: Sequence[tuple[str | None, dict]]) -> list[CodeResult]:
+        """One CodeResult per (code, tests) item, in order; code None = nothing extracted."""
+        parsed = [(c, t if isinstance(t, dict) and t.get("format") in FORMATS else parse_tests(t)) for c, t in items]
+        results: list[CodeResult | None] = [None] * len(parsed)
+        todo: dict[str, list[int]] = {}
+        digests: dict[int, str] = {}  # a group's samples share one tests object: hash it once
+        for i, (code, tests) in enumerate(parsed):
+            if code is None or not code.strip():
+                results[i] = _failure(tests, "no code found")
+                continue
+            digest = digests.get(id(tests))
+            if digest is None:
+                digest = digests[id(tests)] = _tests_digest(tests)
+            key = _cache_key(code, digest, self.timeout_s, self.stop_on_failure)
+            with self._lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+            if hit is not None:
+                results[i] = CodeResult(**{**hit.__dict__, "cached": True})
+                self.stats["cache_hits"] += 1
+            else:
+                todo.setdefault(key, []).append(i)
+        if todo:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.num_workers, thread_name_prefix="resrl-code")
+            keys = list(todo)
+            futures = [self._pool.submit(self._run_one, *parsed[todo[k][0]]) for k in keys]
+            for key, fut in zip(keys, futures):
+                try:
+                    res = fut.result()
+                except Exception as exc:  # noqa: BLE001 - never raise an item's failure into the caller
+                    res = _failure(parsed[todo[key][0]][1], f"sandbox failure: {exc!r}"[:300])
+                if res.error and res.error.startswith("sandbox failure"):
+                    self.stats["sandbox_failures"] += 1
+                for j, i in enumerate(todo[key]):  # duplicates within the batch ran once
+                    results[i] = res if j == 0 else CodeResult(**{**res.__dict__, "cached": True})
+                self.stats["cache_hits"] += len(todo[key]) - 1
+                if not res.timed_out and not (res.error or "").startswith("sandbox"):
+                    with self._lock:
+                        self._cache[key] = res
+                        while len(self._cache) > self.cache_size:
+                            self._cache.popitem(last=False)
+        done = [r for r in results if r is not None]
+        self.stats["items"] += len(done)
+        self.stats["timeouts"] += sum(r.timed_out for r in done if not r.cached)
+        self.stats["errors"] += sum("error" in r.statuses for r in done if not r.cached)
+        return done
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+    def __enter__(self) -> "CodeExecutor":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# ---- the reward ---------------------------------------------------------------------------------
+@dataclass
+class CodeScore:
+    """Per-completion verdict in the shape `resrl.eval.scoring.Scorer` reads."""
+
+    correct: bool
+    extracted: str | None
+    timed_out: bool = False
+    error: str | None = None
+    seconds: float = 0.0
+    fraction: float = 0.0
+    normalized: str | None = None
+
+
+class CodeReward:
+    """Reward function: 1.0 when the extracted program passes every test, else 0.0; with
+    `partial=True` (registry name `code-fraction`) the fraction of tests passed.
+
+    The `answers` are the problems' tests as JSON text (what the data loaders put in the answer
+    column). `last_stats` after each call: timeouts, errors (items with a crashing test),
+    no_code (nothing extracted), pass_rate, mean_fraction, cache_hits, seconds.
+    """
+
+    def __init__(self, timeout_s: float = 10.0, num_workers: int = 2, partial: bool = False,
+                 limits: SandboxLimits | None = None) -> None:
+        self.partial = partial
+        self.__name__ = "code-fraction" if partial else "code"
+        # a pass/fail reward can stop at the first failing test; the fraction needs them all
+        self.executor = CodeExecutor(num_workers=num_workers, timeout_s=timeout_s, limits=limits,
+                                     stop_on_failure=not partial)
+        self.last_stats: dict[str, float] = {}
+        self._tests_cache: dict[str, dict] = {}
+
+    def extract_answer(self, completion: str) -> str | None:
+        return extract_code(completion)
+
+    def _tests(self, answer: str, index: int) -> dict:
+        tests = self._tests_cache.get(answer)
+        if tests is None:
+            tests = parse_tests(answer, where=f"code reward: tests of item {index}")
+            if len(self._tests_cache) > 4096:
+                self._tests_cache.clear()
+            self._tests_cache[answer] = tests
+        return tests
+
+    def score(self, completions: Sequence[str], answers: Sequence[str]) -> list[CodeScore]:
+        if len(completions) != len(answers):
+            raise InputError(f"code reward: {len(completions)} completions but {len(answers)} tests")
+        start = time.perf_counter()
+        hits0 = self.executor.stats["cache_hits"]
+        codes = [extract_code(str(c)) for c in completions]
+        tests = [self._tests(a if isinstance(a, str) else json.dumps(a), i) for i, a in enumerate(answers)]
+        results = self.executor.run_many(list(zip(codes, tests)))
+        n = max(1, len(results))
+        self.last_stats = {
+            "timeouts": float(sum(r.timed_out for r in results)),
+            "errors": float(sum("error" in r.statuses for r in results)),
+            "no_code": float(sum(c is None for c in codes)),
+            "pass_rate": sum(r.passed for r in results) / n,
+            "mean_fraction": sum(r.fraction for r in results) / n,
+            "cache_hits": float(self.executor.stats["cache_hits"] - hits0),
+            "seconds": time.perf_counter() - start,
+        }
+        return [CodeScore(correct=r.passed, extracted=c, timed_out=r.timed_out, error=r.error,
+                          seconds=r.seconds, fraction=r.fraction) for c, r in zip(codes, results)]
+
+    def __call__(self, completions: list[str], answers: list[str]) -> list[float]:
+        scores = self.score(completions, answers)
+        return [s.fraction if self.partial else float(s.correct) for s in scores]
+
+    def close(self) -> None:
+        self.executor.close()
+
+
+__all__ = ["CodeResult", "CodeExecutor", "CodeReward", "CodeScore", "run_tests", "parse_tests", "extract_code",
+           "normalize_output", "call_output_matches", "check_program", "FORMATS"]

