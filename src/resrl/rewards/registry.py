@@ -1,4 +1,5 @@
 """Reward functions by name: `"math"`, `"exact"`, `"code"` (`"code-fraction"`), `"rg"` (reasoning-gym),
+`"tool_call"`, `"tool_call_exact"` (see `resrl.rewards.tools`; options as `"tool_call[format_weight=0.5]"`),
 or a user function `"module:function"`.
 
 A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
@@ -26,7 +27,7 @@ class RewardFunction(Protocol):
     def __call__(self, completions: list[str], answers: list[str]) -> list[float]: ...
 
 
-BUILTIN_REWARDS = ("math", "exact", "code", "code-fraction", "rg")
+BUILTIN_REWARDS = ("math", "exact", "code", "code-fraction", "rg", "tool_call", "tool_call_exact")
 
 
 def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2) -> RewardFunction:
@@ -56,6 +57,12 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
         from resrl.rewards.reasoning_gym import ReasoningGymReward
 
         return ReasoningGymReward(timeout_s=timeout_s, num_workers=num_workers)
+    if spec.startswith("tool_call"):
+        from resrl.rewards.tools import tool_reward_from_spec
+
+        reward = tool_reward_from_spec(spec)
+        if reward is not None:
+            return reward
     if ":" not in spec:
         raise InputError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
                          f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")
