@@ -34,3 +34,23 @@ def overrides(model_dir, out_dir, *extra):
             "train.rollout_prompts=4", "train.group_size=4", "train.max_completion_length=8",
             "train.learning_rate=1e-2", "train.seed=0", "log.progress=false", "log.report_to=[none]",
             *extra]
+
+
+def make_two_step_env(prompt):
+    """Environment factory for multi-turn training tests (`env.name=train_helpers:make_two_step_env`):
+    the first model message gets a tool answer "ok", the second ends the trajectory with reward
+    len(text) % 2 (varied outcomes under a random policy)."""
+    from resrl.envs.base import Environment, StepResult
+
+    class TwoStep(Environment):
+        def reset(self, prompt=None):
+            self.steps = 0
+            return list(prompt) if isinstance(prompt, list) else [{"role": "user", "content": str(prompt)}]
+
+        def step(self, model_text):
+            self.steps += 1
+            if self.steps == 1:
+                return StepResult([{"role": "tool", "content": "ok"}], 0.0, False)
+            return StepResult([], float(len(model_text) % 2), True)
+
+    return TwoStep()

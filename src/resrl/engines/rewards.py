@@ -93,3 +93,20 @@ class _ScoreOne:
 
     def __call__(self, completion: str, answer: str) -> float:
         return _score_one(self.fn, completion, answer)
+
+
+class EnvironmentReward:
+    """TRL reward function for multi-turn rollouts: the environment's own reward of each trajectory,
+    which the rollout function hands over as the `env_reward` column (resrl.engines.multiturn)."""
+
+    __name__ = "env"
+
+    def __call__(self, prompts, completions, env_reward=None, log_metric=None, **columns) -> list[float]:
+        if env_reward is None:
+            raise InputError("reward.function 'env' needs multi-turn rollouts (config section env): "
+                             "no env_reward came with the completions")
+        out = []
+        for r in env_reward:
+            value = float(r) if r is not None else 0.0
+            out.append(value if math.isfinite(value) else 0.0)
+        return out

@@ -16,6 +16,8 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
                 (the hidden-state alignment is algorithm.resrl.hidden_alignment, spec §2)
     log:        TensorBoard / JSONL / W&B
     checkpoint: periodic atomic checkpoints
+    env:        multi-turn rollouts (resrl.envs): the model's turns alternate with an environment's
+                answers, which are context only (no loss, no advantage, no ResRL weight)
     trl:        any other `trl.GRPOConfig` / `TrainingArguments` field, handed to TRL as is (vLLM,
                 DeepSpeed / FSDP, optimiser, dataloader, ...). Fields the sections above own are
                 refused with the key to use instead (`TRL_OWNED_FIELDS`).
@@ -109,6 +111,18 @@ class EngineSection:
 
 
 @dataclass
+class EnvSection:
+    """Multi-turn rollouts through TRL's `rollout_func` (resrl.engines.multiturn). With an
+    environment, the reward is the environment's (`reward.function: env`)."""
+    # None: single-turn. "bfcl": BFCL multi-turn entries (data.train = bfcl:multi_turn_base, ...),
+    # executed on bfcl-eval's API classes. "module:function": a factory `f(prompt) -> Environment`
+    # (resrl.envs.base.Environment) called once per trajectory with the row's prompt.
+    name: str | None = None
+    max_turns: int = 8  # model turns per trajectory (turn limit; the total is train.max_completion_length)
+    max_step_tokens: int = 256  # new tokens per model turn
+
+
+@dataclass
 class LogSection:
     logging_steps: int = 1
     report_to: list[str] = field(default_factory=lambda: ["tensorboard"])  # add "wandb" to use W&B
@@ -191,6 +205,7 @@ class TrainConfig:
     loss: Any = None  # resrl.core.loss.LossConfig (after the algorithm's defaults)
     train: TrainSection = field(default_factory=TrainSection)
     engine: EngineSection = field(default_factory=EngineSection)
+    env: EnvSection = field(default_factory=EnvSection)
     log: LogSection = field(default_factory=LogSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     trl: dict = field(default_factory=dict)  # GRPOConfig pass-through (see the module docstring)
@@ -297,6 +312,15 @@ class TrainConfig:
                                   f"got r={lora.r}, alpha={lora.alpha}, dropout={lora.dropout}")
         if self.trl:
             check_trl_section(self.trl)
+        if (self.env.name is not None) != (self.reward.function == "env"):
+            raise ConfigError("config keys 'env.name' and 'reward.function': a multi-turn environment scores its own "
+                              "trajectories, so set both (env.name: bfcl | module:function, reward.function: env) "
+                              "or neither")
+        if self.env.name is not None and (self.env.max_turns < 1 or self.env.max_step_tokens < 1):
+            raise ConfigError("config keys 'env.max_turns' and 'env.max_step_tokens' must be >= 1")
+        if self.env.name == "bfcl" and not str(self.data.train or "").startswith("bfcl:"):
+            raise ConfigError("config key 'env.name' is bfcl: data.train must be a BFCL multi-turn category, "
+                              "e.g. bfcl:multi_turn_base")
 
     @property
     def dynamic_sampling(self) -> bool:
@@ -363,7 +387,7 @@ def config_from_dict(data: dict) -> TrainConfig:
 
 _SECTION_TYPES = {
     "model": ModelSection, "data": DataSection, "reward": RewardSection, "train": TrainSection,
-    "engine": EngineSection, "log": LogSection, "checkpoint": CheckpointSection,
+    "engine": EngineSection, "env": EnvSection, "log": LogSection, "checkpoint": CheckpointSection,
 }
 
 

@@ -221,8 +221,10 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 
 
 def _load_reward(config: TrainConfig, reward_fn):
-    from resrl.engines.rewards import RewardAdapter
+    from resrl.engines.rewards import EnvironmentReward, RewardAdapter
 
+    if reward_fn is None and config.reward.function == "env":  # multi-turn: the environment scores
+        return EnvironmentReward()
     if reward_fn is None:
         from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
 
@@ -239,6 +241,69 @@ def _load_reward(config: TrainConfig, reward_fn):
     else:
         name = getattr(reward_fn, "__name__", None) or "reward"
     return RewardAdapter(reward_fn, name=name)
+
+
+def _chat_key(prompt) -> str:
+    """A prompt's identity across a datasets round trip (Arrow fills keys absent from a message
+    with None, so those are dropped before comparing)."""
+    if isinstance(prompt, str):
+        return prompt
+    return json.dumps([{k: v for k, v in m.items() if v is not None} for m in prompt], sort_keys=True,
+                      ensure_ascii=False)
+
+
+def _load_env_factory(spec: str):
+    """'module:function' or 'path/file.py:function' -> the environment factory f(prompt)."""
+    import importlib
+    import importlib.util
+
+    module_name, _, attr = spec.rpartition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"config key 'env.name': {spec!r} is not 'bfcl' or 'module:function'")
+    try:
+        if module_name.endswith(".py"):
+            mod_spec = importlib.util.spec_from_file_location(f"resrl_user_env_{Path(module_name).stem}", module_name)
+            if mod_spec is None or not Path(module_name).is_file():
+                raise ConfigError(f"config key 'env.name': file {module_name!r} does not exist")
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        raise ConfigError(f"config key 'env.name': cannot import {module_name!r} ({exc})") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise ConfigError(f"config key 'env.name': {module_name!r} has no callable {attr!r}")
+    return factory
+
+
+def _multi_turn(config: TrainConfig, train_dataset):
+    """(train_dataset, TRL rollout_func) for the `env` section: the BFCL multi-turn entries of
+    data.train, or a user factory `f(prompt) -> Environment` called once per trajectory."""
+    from resrl.engines.multiturn import make_trl_rollout_func
+
+    env = config.env
+    if env.name == "bfcl":
+        from datasets import Dataset
+
+        from resrl.envs.bfcl import BFCLMultiTurnEnv, bfcl_multi_turn_envs
+
+        envs = bfcl_multi_turn_envs(config.data.train[len("bfcl:"):], limit=config.data.max_problems or None)
+        entries, rows = {}, []
+        for e in envs:
+            prompt = e.reset()
+            entries[_chat_key(prompt)] = (e.entry, e.ground_truth)
+            rows.append({"prompt": prompt, "answer": e.entry["id"]})
+        if train_dataset is None:
+            train_dataset = Dataset.from_list(rows)
+
+        def env_for_prompt(prompt):
+            entry, truth = entries[_chat_key(prompt)]
+            return BFCLMultiTurnEnv(entry, truth)
+    else:
+        env_for_prompt = _load_env_factory(env.name)
+    return train_dataset, make_trl_rollout_func(env_for_prompt, max_turns=env.max_turns,
+                                                max_step_tokens=env.max_step_tokens)
 
 
 def _save_merged(config: TrainConfig, adapter_dir: Path, out_dir: Path, tokenizer) -> None:
@@ -301,6 +366,9 @@ def run_training(
     # cheap things first, so that a bad reward spec or data row fails before the model loads
     reward = _load_reward(config, reward_fn)
     tokenizer = _load_tokenizer(config, model, tokenizer)
+    rollout_func = None
+    if config.env.name is not None:
+        train_dataset, rollout_func = _multi_turn(config, train_dataset)
     train_dataset = _load_dataset(config, train_dataset, tokenizer)
     set_seed(config.train.seed)
     model = _load_model(config, model)
@@ -328,6 +396,7 @@ def run_training(
         dynamic_sampling=config.engine.dynamic_sampling,
         max_refill_rounds=config.engine.max_refill_rounds,
         peft_config=lora_config(config),
+        rollout_func=rollout_func,
     )
     if trainer.accelerator.num_processes != num_processes:  # the batch was sized for num_processes
         raise RuntimeError(f"the launcher started {num_processes} process(es) (WORLD_SIZE) but TRL's accelerator "
@@ -340,7 +409,7 @@ def run_training(
     try:
         trainer.train(resume_from_checkpoint=str(checkpoint) if checkpoint is not None else None)
     finally:
-        if reward_fn is None and hasattr(reward.fn, "close"):  # worker processes we started
+        if reward_fn is None and hasattr(getattr(reward, "fn", None), "close"):  # worker processes we started
             reward.fn.close()
 
     if save_final:
