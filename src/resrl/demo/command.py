@@ -18,7 +18,8 @@ def register(subparsers) -> None:
     )
     p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
     p.add_argument("--algorithms", default="grpo,w-reinforce,resrl",
-                   help="comma-separated algorithm names (default: grpo,w-reinforce,resrl)")
+                   help="comma-separated algorithm names, or variants name/key=value (e.g. "
+                        "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: grpo,w-reinforce,resrl")
     p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
     p.add_argument("--seeds", default=None,
                    help="several seeds, e.g. 0,1,2: one demo process per seed in OUT/seed-S (resumable: finished "

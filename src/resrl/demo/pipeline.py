@@ -107,13 +107,36 @@ def _quiet(log_path: Path):
             logging.getLogger("resrl").setLevel(old_resrl)
 
 
+def algorithm_section(label: str) -> dict:
+    """An `--algorithms` entry -> the config's `algorithm` section.
+
+    A plain registry name (`resrl`), or a variant: the name followed by `/key=value` settings of
+    the algorithm section, e.g. `resrl/resrl.hidden_alignment=token` or `resrl/resrl.rank=4`.
+    """
+    from resrl.train.schema import apply_overrides
+
+    name, *settings = label.split("/")
+    section: dict = {"name": name}
+    for item in settings:
+        if "=" not in item:
+            raise InputError(f"--algorithms: {label!r}: a variant setting looks like key=value, got {item!r}")
+    apply_overrides(section, settings)
+    return section
+
+
+def run_dir_name(label: str) -> str:
+    """A variant label as one directory name (`resrl/resrl.rank=4` -> `resrl+resrl.rank=4`)."""
+    return label.replace("/", "+")
+
+
 def train_config(cfg: DemoConfig, algorithm: str, output_dir: Path):
-    """The demo's RL run as an ordinary `resrl train` configuration (see configs/demo.yaml)."""
+    """The demo's RL run as an ordinary `resrl train` configuration (see configs/demo.yaml);
+    `algorithm` is a registry name or a variant label (`algorithm_section`)."""
     from resrl.train.config import config_from_dict
 
     rl = cfg.rl
     return config_from_dict({
-        "algorithm": {"name": algorithm},
+        "algorithm": algorithm_section(algorithm),
         "train": {"output_dir": str(output_dir), "seed": cfg.seed, "max_steps": rl.steps,
                   "learning_rate": rl.learning_rate, "lr_scheduler": "constant",
                   "rollout_prompts": rl.rollout_prompts, "group_size": rl.group_size,
@@ -130,9 +153,12 @@ def run_demo(cfg: DemoConfig) -> dict:
 
     from resrl.models.tiny import build_tiny_model
 
-    unknown = [a for a in cfg.algorithms if a not in _algorithm_names()]
+    unknown = [a for a in cfg.algorithms if a.split("/")[0] not in _algorithm_names()]
     if unknown or not cfg.algorithms:
-        raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(_algorithm_names())})")
+        raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(_algorithm_names())}, "
+                         "optionally with /key=value settings)")
+    for algo in cfg.algorithms:  # a bad variant setting fails here, before the warm start
+        train_config(cfg, algo, Path(cfg.out) / run_dir_name(algo))
     if cfg.threads:
         torch.set_num_threads(cfg.threads)  # process-wide: the demo is its own process
     out = Path(cfg.out)
@@ -211,10 +237,11 @@ def run_demo(cfg: DemoConfig) -> dict:
                 progress.update(bar, completed=entry.get("step", 0), info=info)
 
             with _quiet(log_path):
-                result = run_training(train_config(cfg, algo, out / algo), model=str(warm_dir), tokenizer=None,
+                result = run_training(train_config(cfg, algo, out / run_dir_name(algo)), model=str(warm_dir),
+                                      tokenizer=None,
                                       train_dataset=Dataset.from_list(rl_rows), reward_fn=chain_reward,
                                       on_log=on_log, save_final=False)
-                result.model.save_pretrained(out / algo / "model")
+                result.model.save_pretrained(out / run_dir_name(algo) / "model")
             runs[algo] = result.metrics
             timings[f"RL {algo}"] = time.perf_counter() - t1
             t2 = time.perf_counter()

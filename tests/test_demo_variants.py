@@ -1,0 +1,27 @@
+"""`resrl demo --algorithms` accepts variants of a registry algorithm (`name/key=value`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from resrl.demo.pipeline import DemoConfig, algorithm_section, run_dir_name, train_config
+from resrl.errors import InputError
+
+
+def test_variant_label_sets_the_algorithm_section():
+    cfg = train_config(DemoConfig(), "resrl/resrl.rank=4/resrl.hidden_alignment=token", Path("runs/x"))
+    assert cfg.algorithm.name == "resrl"
+    assert cfg.algorithm.resrl.rank == 4 and cfg.algorithm.resrl.hidden_alignment == "token"
+    plain = train_config(DemoConfig(), "resrl", Path("runs/x"))
+    assert plain.algorithm.resrl.rank != 4 and plain.algorithm.resrl.hidden_alignment == "predicting"
+    assert algorithm_section("w-reinforce/wreinforce_lambda=0.5") == {"name": "w-reinforce", "wreinforce_lambda": 0.5}
+    assert run_dir_name("resrl/resrl.rank=4") == "resrl+resrl.rank=4"
+
+
+def test_bad_variant_settings_name_the_key():
+    with pytest.raises(InputError, match="key=value"):
+        algorithm_section("resrl/rank")
+    with pytest.raises(InputError, match=r"algorithm\.resrl\.nope"):
+        train_config(DemoConfig(), "resrl/resrl.nope=1", Path("runs/x"))
