@@ -278,8 +278,13 @@ def make_trl_rollout_func(env_for_prompt: Callable[[Any], Environment], *, max_t
 
 
 def prompt_key(prompt: Any) -> str:
-    """A stable key for a prompt (chat list or string), to find its environment in a mapping."""
-    return prompt if isinstance(prompt, str) else json.dumps(prompt, sort_keys=True, ensure_ascii=False)
+    """A stable key for a prompt (chat list or string), to find its environment in a mapping.
+    Message keys whose value is None are left out: a `datasets` round trip (Arrow) fills keys that
+    other messages have with None, and the prompt TRL hands back must find the same key."""
+    if isinstance(prompt, str):
+        return prompt
+    messages = [{k: v for k, v in m.items() if v is not None} if isinstance(m, dict) else m for m in prompt]
+    return json.dumps(messages, sort_keys=True, ensure_ascii=False)
 
 
 __all__ = ["StepPolicy", "Trajectory", "ChatRenderer", "rollout_multi_turn", "trajectories_to_batch",

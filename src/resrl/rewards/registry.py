@@ -15,11 +15,9 @@ User functions run in the caller's process: wrap anything that can hang with
 from __future__ import annotations
 
 from resrl.errors import InputError
+from resrl.user_code import load_user_object
 
-import importlib
-import importlib.util
 import inspect
-from pathlib import Path
 from typing import Callable, Protocol
 
 
@@ -66,38 +64,13 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
     if ":" not in spec:
         raise InputError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
                          f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")
-    module_name, _, attr = spec.rpartition(":")
-    if not module_name or not attr:
-        raise InputError(f"reward function {spec!r}: expected 'module:function'")
-    module = _import(module_name, spec)
-    if not hasattr(module, attr):
-        public = sorted(n for n in dir(module) if not n.startswith("_") and callable(getattr(module, n)))
-        raise InputError(f"reward function {spec!r}: module '{module_name}' has no attribute '{attr}' "
-                         f"(callables there: {public[:20]})")
-    fn = getattr(module, attr)
+    fn = load_user_object(spec, "reward function")
     if inspect.isclass(fn):
         fn = fn()
     if not callable(fn):
-        raise InputError(f"reward function {spec!r}: '{attr}' is not callable ({type(fn).__name__})")
+        raise InputError(f"reward function {spec!r}: '{spec.rpartition(':')[2]}' is not callable "
+                         f"({type(fn).__name__})")
     return fn
-
-
-def _import(module_name: str, spec: str):
-    if module_name.endswith(".py"):
-        path = Path(module_name)
-        if not path.is_file():
-            raise InputError(f"reward function {spec!r}: file '{module_name}' does not exist")
-        mod_spec = importlib.util.spec_from_file_location(f"resrl_user_reward_{path.stem}", path)
-        module = importlib.util.module_from_spec(mod_spec)
-        mod_spec.loader.exec_module(module)
-        return module
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        if exc.name and module_name.startswith(exc.name):  # the module itself (or its package) is missing
-            raise InputError(f"reward function {spec!r}: cannot import module '{module_name}' "
-                             f"({exc}); is it installed or on PYTHONPATH?") from exc
-        raise  # a missing dependency inside the user's module: show the real error
 
 
 def as_reward_function(fn: Callable | str) -> RewardFunction:

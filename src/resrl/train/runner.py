@@ -243,44 +243,10 @@ def _load_reward(config: TrainConfig, reward_fn):
     return RewardAdapter(reward_fn, name=name)
 
 
-def _chat_key(prompt) -> str:
-    """A prompt's identity across a datasets round trip (Arrow fills keys absent from a message
-    with None, so those are dropped before comparing)."""
-    if isinstance(prompt, str):
-        return prompt
-    return json.dumps([{k: v for k, v in m.items() if v is not None} for m in prompt], sort_keys=True,
-                      ensure_ascii=False)
-
-
-def _load_env_factory(spec: str):
-    """'module:function' or 'path/file.py:function' -> the environment factory f(prompt)."""
-    import importlib
-    import importlib.util
-
-    module_name, _, attr = spec.rpartition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"config key 'env.name': {spec!r} is not 'bfcl' or 'module:function'")
-    try:
-        if module_name.endswith(".py"):
-            mod_spec = importlib.util.spec_from_file_location(f"resrl_user_env_{Path(module_name).stem}", module_name)
-            if mod_spec is None or not Path(module_name).is_file():
-                raise ConfigError(f"config key 'env.name': file {module_name!r} does not exist")
-            module = importlib.util.module_from_spec(mod_spec)
-            mod_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        raise ConfigError(f"config key 'env.name': cannot import {module_name!r} ({exc})") from exc
-    factory = getattr(module, attr, None)
-    if not callable(factory):
-        raise ConfigError(f"config key 'env.name': {module_name!r} has no callable {attr!r}")
-    return factory
-
-
 def _multi_turn(config: TrainConfig, train_dataset):
     """(train_dataset, TRL rollout_func) for the `env` section: the BFCL multi-turn entries of
     data.train, or a user factory `f(prompt) -> Environment` called once per trajectory."""
-    from resrl.engines.multiturn import make_trl_rollout_func
+    from resrl.engines.multiturn import make_trl_rollout_func, prompt_key
 
     env = config.env
     if env.name == "bfcl":
@@ -292,16 +258,20 @@ def _multi_turn(config: TrainConfig, train_dataset):
         entries, rows = {}, []
         for e in envs:
             prompt = e.reset()
-            entries[_chat_key(prompt)] = (e.entry, e.ground_truth)
+            entries[prompt_key(prompt)] = (e.entry, e.ground_truth)
             rows.append({"prompt": prompt, "answer": e.entry["id"]})
         if train_dataset is None:
             train_dataset = Dataset.from_list(rows)
 
         def env_for_prompt(prompt):
-            entry, truth = entries[_chat_key(prompt)]
+            entry, truth = entries[prompt_key(prompt)]
             return BFCLMultiTurnEnv(entry, truth)
     else:
-        env_for_prompt = _load_env_factory(env.name)
+        from resrl.user_code import load_user_object
+
+        env_for_prompt = load_user_object(env.name, "environment factory (config key 'env.name')")
+        if not callable(env_for_prompt):
+            raise ConfigError(f"config key 'env.name': {env.name!r} is not callable")
     return train_dataset, make_trl_rollout_func(env_for_prompt, max_turns=env.max_turns,
                                                 max_step_tokens=env.max_step_tokens)
 
