@@ -51,6 +51,7 @@ import os
 import shutil
 
 import torch
+from accelerate.utils import is_peft_model
 from torch.utils.data import DataLoader
 from trl import GRPOTrainer
 from trl.models.utils import disable_gradient_checkpointing
@@ -141,7 +142,7 @@ class ResRLTrainer(GRPOTrainer):
     # ---- FlowRL: reference model and log Z head ---------------------------------------------------
 
     def _is_peft(self) -> bool:
-        return hasattr(self.accelerator.unwrap_model(self.model), "disable_adapter")
+        return is_peft_model(self.accelerator.unwrap_model(self.model))
 
     def _build_reference_model(self):
         """A frozen copy of the initial policy for log π_ref when TRL keeps none (KL coefficient 0),
