@@ -85,6 +85,16 @@ def _check_finite_valid(hidden: Tensor, mask: Tensor) -> None:
 # the algorithm
 # --------------------------------------------------------------------------------------------
 
+def _reweighted_groups(tok_group: Tensor, tok_pos: Tensor, num_groups: int) -> Tensor:
+    """(G,) bool: a group is reweighted when it has a valid positive token and a valid negative one.
+
+    tok_group: (N,) dense group id of each valid token; tok_pos: (N,) bool, the token's response
+    has Â > 0. The one definition the weights and `resrl_residual_details` share."""
+    pos = torch.bincount(tok_group[tok_pos], minlength=num_groups)
+    neg = torch.bincount(tok_group[~tok_pos], minlength=num_groups)
+    return (pos > 0) & (neg > 0)
+
+
 def resrl_token_advantages(
     hidden: Tensor,
     response_mask: Tensor,
@@ -116,11 +126,8 @@ def resrl_token_advantages(
     G, tok_group = layout.num_groups, layout.group
     tok_pos = is_pos[layout.b]
 
-    # a group is reweighted when it has a positive response and a valid negative token
-    pos_tokens_per_group = torch.bincount(tok_group[tok_pos], minlength=G)
-    neg_tokens_per_group = torch.bincount(tok_group[~tok_pos], minlength=G)
     has_pos = torch.bincount(layout.gid[is_pos], minlength=G) > 0
-    active = (pos_tokens_per_group > 0) & (neg_tokens_per_group > 0)
+    active = _reweighted_groups(tok_group, tok_pos, G)
 
     stats_acc = _StatsAccumulator(device)
     if bool(active.any()):
@@ -183,8 +190,7 @@ def resrl_residual_details(hidden: Tensor, response_mask: Tensor, advantages: Te
     layout = token_layout(mask, group_index)
     G, tok_group = layout.num_groups, layout.group
     tok_pos = is_pos[layout.b]
-    active = ((torch.bincount(tok_group[tok_pos], minlength=G) > 0)
-              & (torch.bincount(tok_group[~tok_pos], minlength=G) > 0))
+    active = _reweighted_groups(tok_group, tok_pos, G)
     dtype = compute_dtype(hidden)
     residual = torch.full((B * T,), float("nan"), dtype=dtype, device=device)
     if not bool(active.any()):
