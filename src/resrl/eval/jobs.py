@@ -71,8 +71,9 @@ def run_jobs(jobs: Sequence[Job], workers: int, poll_s: float = 1.0) -> None:
                 start(job, steps[1:])
             else:
                 print(f"{name}: done ({time.time() - t0:.0f} s since start)", flush=True)
-    if failed:
-        raise RuntimeError(f"jobs failed: {failed}; rerun the same command to retry them")
+    if failed:  # in the jobs' own order, whichever finished first
+        in_order = {job.name: failed[job.name] for job, _ in pending if job.name in failed}
+        raise RuntimeError(f"jobs failed: {in_order}; rerun the same command to retry them")
 
 
 __all__ = ["Step", "Job", "run_jobs"]
