@@ -28,6 +28,8 @@ PINS=(
   "cachetools==8.0.1"
   "fastapi==0.165.0"
   "uvicorn==0.54.0"
+  # the v1 trainer (verl.trainer.ppo.v1, the `resrl` trainer mode's base) stores batches in it
+  "TransferQueue==0.1.11"
 )
 STAMP="$VENV/.resrl-pins"
 WANT="$(printf '%s\n' "torch==2.13.0" "${PINS[@]}")"

@@ -28,10 +28,13 @@ def test_entry_point_is_discovered_by_import_verl():
     from importlib.metadata import entry_points
 
     eps = [ep for ep in entry_points(group="verl.plugins") if ep.name == "resrl"]
-    assert len(eps) == 1 and eps[0].value == "resrl.engines.verl.estimators"
+    assert len(eps) == 1 and eps[0].value == "resrl.engines.verl.plugin"
     for name in NAMES:
         fn = core_algos.get_adv_estimator_fn(name)
         assert fn.__module__ == "resrl.engines.verl.estimators"
+    from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY       # trainer.v1.trainer_mode=resrl
+
+    assert TRAINER_REGISTRY["resrl"].__module__ == "resrl.engines.verl.trainer"
     # nothing of the TRL stack came along (not installed here; the plugin must not need it)
     assert not [m for m in sys.modules if m == "trl" or m.startswith(("trl.", "resrl.train", "resrl.engines.trl"))]
 

@@ -14,11 +14,15 @@ outcome-reward convention: the score sits on the last token). Options come from 
     (`algorithm.norm_adv_by_std_in_grpo=False` gives resrl Dr.GRPO's unscaled Â, as for veRL's grpo)
 
 `resrl` multiplies GRPO's Â by the per-token multiplier the old-log-prob pass computed on the
-rank (`weights.py`), passed as `resrl_multiplier` (B, T) with `resrl_positive` (B,). Without it
-the estimator raises: it never silently falls back to plain GRPO.
+rank (`weights.py`, `worker.py`), passed as `resrl_multiplier` (B, T) with `resrl_positive` (B,)
+or, in a veRL job, made pending by the `resrl` trainer (`trainer.py`, `pending_multiplier`).
+Without it the estimator raises: it never silently falls back to plain GRPO.
 """
 
 from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 import numpy as np
 import torch
@@ -29,6 +33,21 @@ from ...core import advantages as A
 from .weights import apply_multiplier
 
 ESTIMATORS = ("resrl", "w_reinforce", "psr", "nsr")
+
+# veRL 0.9.1's compute_advantage passes a custom estimator a fixed set of batch fields, so the
+# `resrl` trainer (trainer.py) hands the rank-computed multiplier over for the duration of its
+# advantage step: (multiplier (B, T) float32, positive (B,) bool), rows in the batch's order.
+_PENDING: ContextVar[tuple[Tensor, Tensor] | None] = ContextVar("resrl_pending_multiplier", default=None)
+
+
+@contextmanager
+def pending_multiplier(multiplier: Tensor, positive: Tensor):
+    """Make (multiplier, positive) the `resrl` estimator's weights inside the block."""
+    token = _PENDING.set((multiplier, positive))
+    try:
+        yield
+    finally:
+        _PENDING.reset(token)
 
 
 def _option(config, name: str, default):
@@ -95,11 +114,13 @@ def compute_resrl_advantage(token_level_rewards: Tensor, response_mask: Tensor, 
     gid = group_ids(index, r.device)
     scale = "group" if (config is None or bool(config.get("norm_adv_by_std_in_grpo", True))) else "none"
     adv = A.grpo_advantages(r, gid, float(_option(config, "std_eps", 1e-6)), scale)
+    if resrl_multiplier is None and _PENDING.get() is not None:
+        resrl_multiplier, resrl_positive = _PENDING.get()
     if resrl_multiplier is None:
         raise ValueError(
-            "adv_estimator 'resrl' needs the per-token weights of the old-log-prob pass "
-            "(resrl_multiplier, resrl_positive); veRL 0.9.1's compute_advantage does not pass them to "
-            "custom estimators — see the README section 'veRL plugin' for the wiring")
+            "adv_estimator 'resrl' needs the per-token weights of the old-log-prob pass: run veRL with "
+            "trainer.v1.trainer_mode=resrl (the trainer the resrl plugin registers), which computes them on "
+            "each rank and hands them to this estimator")
     B, T = response_mask.shape
     if resrl_multiplier.dim() != 2 or resrl_multiplier.shape[0] != B or resrl_multiplier.shape[1] > T:
         raise ValueError(f"resrl_multiplier must be (B, <= T) with (B, T) = {(B, T)}, "
