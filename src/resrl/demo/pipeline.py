@@ -19,7 +19,7 @@ import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask
+from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask, chain_target
 from resrl.demo.evaluate import EvalConfig, EvalResult, evaluate
 from resrl.demo.warmstart import WarmStartConfig, warm_start
 
@@ -171,10 +171,10 @@ def run_demo(cfg: DemoConfig) -> dict:
     task = ChainAdditionTask(replace(cfg.task, seed=cfg.seed))
     test = task.test
     summary: dict = {"config": _jsonable(asdict(cfg)), "results": {}, "timings": timings,
-                     "example": {"prompt": test[0].prompt, "target": test[0].target}}
+                     "example": {"prompt": test[0].prompt, "target": chain_target(test[0])}}
 
     console.rule("[bold]ResRL demo: chained addition on a tiny Qwen3 model (offline, CPU)")
-    console.print(f"task: {test[0].prompt}{test[0].target}  ({cfg.task.num_terms} terms in "
+    console.print(f"task: {test[0].prompt}{chain_target(test[0])}  ({cfg.task.num_terms} terms in "
                   f"[{cfg.task.min_value}, {cfg.task.max_value}]); held-out split: {len(test)} problems")
 
     with _progress(console) as progress:
@@ -222,7 +222,7 @@ def run_demo(cfg: DemoConfig) -> dict:
         from resrl.data.synthetic import chain_reward
         from resrl.train import run_training
 
-        rl_rows = [{"prompt": p.prompt, "answer": str(p.answer)}
+        rl_rows = [{"prompt": p.prompt, "answer": p.answer}
                    for p in task.train_problems(cfg.rl.steps * cfg.rl.rollout_prompts, stream="rl")]
         runs: dict[str, list[dict]] = {}
         for algo in cfg.algorithms:
