@@ -150,10 +150,23 @@ def is_correct(completion: str, answer: int | str) -> bool:
     return got is not None and got == int(answer)
 
 
-def chain_reward(completions: Sequence[str], answers: Sequence[int | str]) -> list[float]:
-    """Project reward function (`f(completions, answers)`, see resrl.rewards): 1.0 for a correct
-    final answer, else 0.0."""
-    return [1.0 if is_correct(c, a) else 0.0 for c, a in zip(completions, answers)]
+class ChainReward:
+    """The task's reward function (`f(completions, answers)`, see resrl.rewards): 1.0 for a correct
+    final answer, else 0.0. Training uses it as `reward_fn`, evaluation as the scorer of
+    `resrl.eval.runner.evaluate` (its `extract_answer` gives the extracted answers and maj@k), so
+    "correct" is the same rule in both."""
+
+    __name__ = "chain_reward"
+
+    def extract_answer(self, completion: str) -> str | None:
+        got = extract_answer(completion)
+        return None if got is None else str(got)
+
+    def __call__(self, completions: Sequence[str], answers: Sequence[int | str]) -> list[float]:
+        return [1.0 if is_correct(c, a) else 0.0 for c, a in zip(completions, answers)]
+
+
+chain_reward = ChainReward()
 
 
 def first_error_index(token_texts: Sequence[str], target: str, eos_text: str | None = None) -> int | None:
@@ -190,5 +203,5 @@ def write_jsonl(problems: Iterable[Problem], path: str | Path) -> Path:
 
 __all__ = [
     "ChainAdditionConfig", "ChainAdditionTask", "Problem", "make_problem", "chain_terms", "chain_target",
-    "extract_answer", "is_correct", "chain_reward", "first_error_index", "write_jsonl",
+    "extract_answer", "is_correct", "ChainReward", "chain_reward", "first_error_index", "write_jsonl",
 ]
