@@ -11,7 +11,7 @@ from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask
 
 
 def test_ks_up_to():
-    from resrl.demo.evaluate import ks_up_to
+    from resrl.metrics import ks_up_to
 
     assert ks_up_to(16) == [1, 2, 4, 8, 16]
     assert ks_up_to(12) == [1, 2, 4, 8, 12]
@@ -37,6 +37,90 @@ def test_warm_start_stops_at_the_target_and_learns():
     assert len(seen) == 15 and all(math.isfinite(loss) for loss in res["losses"])
     assert np.mean(res["losses"][-5:]) < np.mean(res["losses"][:5])  # it learns
     assert not model.training
+
+
+@pytest.fixture(scope="module")
+def memorised():
+    """A tiny model that has memorised 8 chained-addition problems: greedy is right, samples are mixed
+    (so evaluation counts both correct and wrong completions)."""
+    import torch
+
+    from resrl.demo.warmstart import WarmStartConfig, warm_start
+    from resrl.models.tiny import TinyModelConfig, build_tiny_model
+
+    torch.set_num_threads(1)
+    model, tok = build_tiny_model(None, TinyModelConfig(hidden_size=32, num_hidden_layers=2, head_dim=8,
+                                                        intermediate_size=64, alphabet="0123456789+="))
+    problems = ChainAdditionTask(ChainAdditionConfig(num_terms=3, min_value=1, max_value=9, num_test=8)).test
+    warm_start(model, tok, problems, WarmStartConfig(max_steps=30, batch_size=8, learning_rate=1e-2, warmup_steps=5))
+    return model, tok, problems
+
+
+def _records(run_dir):
+    """samples.jsonl of an evaluation directory without the timing fields."""
+    from resrl.eval.runner import read_records
+
+    return {key: {k: v for k, v in r.items() if not k.endswith("_seconds")}
+            for key, r in read_records(run_dir / "samples.jsonl").items()}
+
+
+def test_demo_evaluation_is_the_runner(memorised, tmp_path):
+    """The demo's numbers are `resrl.eval.runner.evaluate`'s (what `resrl eval` runs), called directly
+    with the task's reward as scorer: greedy = a temperature-0 run with n = 1, the rest = n samples."""
+    from resrl.data.synthetic import chain_reward, is_correct
+    from resrl.demo.evaluate import HELD_OUT, demo_eval_config, evaluate, greedy_accuracy
+    from resrl.eval.runner import EvalConfig
+    from resrl.eval.runner import evaluate as runner_evaluate
+
+    model, tok, problems = memorised
+    res = evaluate(model, tok, problems, demo_eval_config(n=4, batch_size=8, max_new_tokens=12), tmp_path / "demo")
+
+    settings = dict(top_p=1.0, max_new_tokens=12, batch_size=8, seed=1234, instruction="", use_chat_template=False,
+                    raw_prompts=True, progress=False, plot=False)
+    greedy = runner_evaluate(model, {HELD_OUT: problems}, EvalConfig(n=1, temperature=0.0, **settings),
+                             tmp_path / "greedy", tokenizer=tok, scorer=chain_reward)
+    sampled = runner_evaluate(model, {HELD_OUT: problems}, EvalConfig(n=4, temperature=1.0, **settings),
+                              tmp_path / "sampled", tokenizer=tok, scorer=chain_reward)
+    g, m = greedy["benchmarks"][HELD_OUT], sampled["benchmarks"][HELD_OUT]
+    assert g["avg@1"] > 0 and 0 < m["avg@4"] < 1  # right and wrong samples: the scoring is exercised
+    assert res.greedy == g["avg@1"] == greedy_accuracy(model, tok, problems, demo_eval_config(max_new_tokens=12))
+    assert (res.avg, res.avg_stderr, res.num_problems) == (m["avg@4"], m["avg_stderr"], len(problems))
+    assert res.pass_at == {k: m["pass@k"][str(k)] for k in (1, 2, 4)}
+    assert (res.mean_length, res.truncated) == (m["mean_response_tokens"], m["truncation_rate"])
+    assert res.summary["benchmarks"] == sampled["benchmarks"]
+    # sample by sample the same records; "correct" is the training reward's rule on the raw completion
+    for run in ("greedy", "sampled"):
+        assert _records(tmp_path / "demo" / run) == _records(tmp_path / run)
+    records = _records(tmp_path / "sampled").values()
+    assert all(r["correct"] == is_correct(r["completion"], r["answer"]) for r in records)
+    assert any(r["correct"] for r in records) and not all(r["correct"] for r in records)
+
+
+def test_interrupted_demo_evaluation_resumes_to_the_same_result(memorised, tmp_path):
+    from resrl.demo.evaluate import demo_eval_config, evaluate
+
+    model, tok, problems = memorised
+    cfg = demo_eval_config(n=4, batch_size=8, max_new_tokens=12)
+    full = evaluate(model, tok, problems, cfg, tmp_path / "full")
+
+    class Killed(Exception):
+        pass
+
+    def kill_midway(done):  # the greedy run's 8 samples come first, then the 32 sampled ones
+        if done >= len(problems) + 16:
+            raise Killed
+
+    with pytest.raises(Killed):
+        evaluate(model, tok, problems, cfg, tmp_path / "resumed", on_progress=kill_midway)
+    partial = tmp_path / "resumed" / "sampled" / "samples.jsonl"
+    assert len(partial.read_text().splitlines()) == 16
+    with partial.open("a") as f:
+        f.write('{"benchmark": "held-out split", "problem_id": ')  # a torn last line, as a kill leaves
+    seen = []
+    resumed = evaluate(model, tok, problems, cfg, tmp_path / "resumed", on_progress=seen.append)
+    assert seen == [8, 8 + 16, 8 + 24, 8 + 32]  # greedy and half the samples resumed, the rest drawn
+    assert resumed.to_dict() == full.to_dict() and resumed.avg_stderr == full.avg_stderr
+    assert _records(tmp_path / "resumed" / "sampled") == _records(tmp_path / "full" / "sampled")
 
 
 def test_cli_arguments_and_errors():
@@ -100,6 +184,14 @@ def test_quick_demo_end_to_end(tmp_path, capsys):
         _png(out / name)
     summary = json.loads((out / "summary.json").read_text())
     results = summary["results"]
+    # every policy's numbers are the project evaluator's, whose records and summaries are in OUT/eval
+    for policy, d in (("warm start", "warm-start"), ("grpo", "grpo"), ("w-reinforce", "w-reinforce"), ("resrl", "resrl")):
+        runs = {run: json.loads((out / "eval" / d / run / "summary.json").read_text())["benchmarks"]["held-out split"]
+                for run in ("greedy", "sampled")}
+        assert results[policy]["greedy"] == runs["greedy"]["avg@1"]
+        assert results[policy]["avg"] == runs["sampled"]["avg@8"]
+        assert results[policy]["pass_at"] == {k: runs["sampled"]["pass@k"][k] for k in ("1", "2", "4", "8")}
+        assert (out / "eval" / d / "sampled" / "samples.jsonl").read_text().count("\n") == 8 * runs["sampled"]["num_problems"]
     assert list(results) == ["warm start", "grpo", "w-reinforce", "resrl"]
     for name, r in results.items():
         assert 0 <= r["greedy"] <= 1 and 0 <= r["avg"] <= 1

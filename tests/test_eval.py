@@ -69,6 +69,9 @@ def test_scripted_metrics_are_exact(tmp_path):
     m = summary["benchmarks"]["a"]
     assert m["num_problems"] == 5 and m["n"] == 4
     assert m["avg@4"] == pytest.approx((1 + 4 + 0 + 2 + 2) / 20)
+    per_problem = [0.25, 1.0, 0.0, 0.5, 0.5]  # standard error over problems of the per-problem accuracy
+    mean = sum(per_problem) / 5
+    assert m["avg_stderr"] == pytest.approx(math.sqrt(sum((x - mean) ** 2 for x in per_problem) / 4 / 5))
     # hand values: pass@2 = mean(1/2, 1, 0, 5/6, 5/6); pass@4 = 4/5
     assert m["pass@k"]["2"] == pytest.approx((0.5 + 1 + 0 + 5 / 6 + 5 / 6) / 5)
     assert m["pass@k"]["4"] == pytest.approx(0.8)
@@ -118,6 +121,33 @@ def test_resume_skips_finished_samples(tmp_path):
     assert again.jobs == []
     with pytest.raises(ValueError, match="different settings .*temperature"):
         evaluate(None, benches, config(temperature=1.0), out, generator=ScriptedGenerator())
+
+
+class PromptRecorder(ScriptedGenerator):
+    def __call__(self, jobs):
+        self.prompts = getattr(self, "prompts", []) + [j.prompt for j in jobs]
+        return super().__call__(jobs)
+
+
+def test_raw_prompts_reach_the_model_unchanged(tmp_path):
+    gen = PromptRecorder()
+    evaluate(None, {"a": problems("a")}, config(raw_prompts=True, instruction="ignored"), tmp_path / "raw", generator=gen)
+    assert set(gen.prompts) == {f"question {pid}" for pid in PATTERN}  # no instruction, no newline
+    plain = PromptRecorder()
+    evaluate(None, {"a": problems("a")}, config(instruction=""), tmp_path / "plain", generator=plain)
+    assert set(plain.prompts) == {f"question {pid}\n" for pid in PATTERN}
+    with pytest.raises(ValueError, match="different settings .*raw_prompts"):  # the rendering is part of a sample
+        evaluate(None, {"a": problems("a")}, config(instruction=""), tmp_path / "raw", generator=PromptRecorder())
+    chat = [Problem(id="c", prompt=[{"role": "user", "content": "hi"}], answer="1", data_source="a")]
+    with pytest.raises(ValueError, match="raw_prompts needs string prompts"):
+        evaluate(None, {"a": chat}, config(raw_prompts=True), None, generator=PromptRecorder())
+    # an output directory written before raw_prompts existed resumes as raw_prompts=False
+    settings = json.loads((tmp_path / "plain" / "config.json").read_text())
+    del settings["raw_prompts"]
+    (tmp_path / "plain" / "config.json").write_text(json.dumps(settings))
+    again = PromptRecorder()
+    evaluate(None, {"a": problems("a")}, config(instruction=""), tmp_path / "plain", generator=again)
+    assert again.jobs == []
 
 
 def test_config_validation():

@@ -8,6 +8,8 @@ from resrl.data.synthetic import (
     ChainAdditionConfig,
     ChainAdditionTask,
     chain_reward,
+    chain_target,
+    chain_terms,
     extract_answer,
     first_error_index,
     is_correct,
@@ -18,31 +20,43 @@ from resrl.data.synthetic import (
 
 def test_make_problem_reduces_one_addition_at_a_time():
     p = make_problem([17, 45, 38])
-    assert (p.prompt, p.target, p.answer) == ("17+45+38=", "62+38=100", 100)
+    assert (p.prompt, chain_target(p), p.answer) == ("17+45+38=", "62+38=100", "100")
     p4 = make_problem([1, 2, 3, 4])
-    assert (p4.prompt, p4.target, p4.answer) == ("1+2+3+4=", "3+3+4=6+4=10", 10)
-    assert make_problem([5, 6]).target == "11"
+    assert (p4.prompt, chain_target(p4), p4.answer) == ("1+2+3+4=", "3+3+4=6+4=10", "10")
+    assert chain_target(make_problem([5, 6])) == "11"
     with pytest.raises(ValueError):
         make_problem([3])
+
+
+def test_chain_problems_are_the_projects_problem_type():
+    from resrl.data.loaders import Problem
+
+    p = make_problem([17, 45, 38])
+    assert type(p) is Problem
+    assert p == Problem(id="chain-17+45+38", prompt="17+45+38=", answer="100", data_source="chain",
+                        extra={"terms": (17, 45, 38), "target": "62+38=100"})
+    assert chain_terms(p) == (17, 45, 38)
+    with pytest.raises(ValueError, match="not a chained-addition problem"):
+        chain_target(Problem(id="x", prompt="1+1?", answer="2", data_source="math"))
 
 
 def test_every_target_ends_in_its_answer_and_checks():
     task = ChainAdditionTask(ChainAdditionConfig(num_test=50, seed=3))
     for p in task.test + task.train_problems(50):
-        assert p.answer == sum(p.terms)
-        assert is_correct(p.target, p.answer)  # the chain's last number is the answer
-        assert p.prompt + p.target == "+".join(map(str, p.terms)) + "=" + p.target
+        assert p.answer == str(sum(chain_terms(p)))
+        assert is_correct(chain_target(p), p.answer)  # the chain's last number is the answer
+        assert p.prompt == "+".join(map(str, chain_terms(p))) + "=" and p.id == "chain-" + p.prompt[:-1]
 
 
 def test_split_is_deterministic_and_disjoint():
     cfg = ChainAdditionConfig(num_terms=2, min_value=0, max_value=9, num_test=40, seed=1)
     a, b = ChainAdditionTask(cfg), ChainAdditionTask(cfg)
-    assert a.test == b.test and len({p.terms for p in a.test}) == 40
+    assert a.test == b.test and len({chain_terms(p) for p in a.test}) == len({p.id for p in a.test}) == 40
     train = a.train_problems(500, "sft")
     assert train == b.train_problems(500, "sft")
     assert train != a.train_problems(500, "rl")  # streams are independent
-    test_terms = {p.terms for p in a.test}
-    assert not any(p.terms in test_terms for p in train)  # 60 % of this small space is held out
+    test_terms = {chain_terms(p) for p in a.test}
+    assert not any(chain_terms(p) in test_terms for p in train)  # 60 % of this small space is held out
     assert all(not a.is_test(p) for p in train) and all(a.is_test(p) for p in a.test)
     other = ChainAdditionTask(ChainAdditionConfig(num_terms=2, min_value=0, max_value=9, num_test=40, seed=2))
     assert other.test != a.test
@@ -90,4 +104,10 @@ def test_write_jsonl_rows(tmp_path):
     path = write_jsonl(task.test, tmp_path / "sub" / "test.jsonl")
     rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert [r["problem"] for r in rows] == [p.prompt for p in task.test]
-    assert [r["answer"] for r in rows] == [str(p.answer) for p in task.test]
+    assert [r["answer"] for r in rows] == [p.answer for p in task.test]
+    assert [r["target"] for r in rows] == [chain_target(p) for p in task.test]
+    from resrl.data.loaders import load_problems
+
+    back = load_problems(path)  # the project's loader reads them back: same ids, prompts, answers, chains
+    assert [(b.id, b.prompt, b.answer, chain_target(b)) for b in back] == [
+        (p.id, p.prompt, p.answer, chain_target(p)) for p in task.test]

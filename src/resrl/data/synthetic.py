@@ -2,7 +2,7 @@
 
 A problem is `a+b+c=`; the target completion reduces the expression one addition at a time,
 
-    prompt  "17+45+38="        target  "62+38=100"        answer 100
+    prompt  "17+45+38="        target  "62+38=100"        answer "100"
 
 so a completion is a short chain of reduced expressions whose last number is the answer. Because
 the whole correct chain is known, the first wrong token of a negative completion is known exactly
@@ -21,6 +21,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Sequence
+
+from resrl.data.loaders import Problem
 
 # the final number of a completion: after the last "=", up to the end (spaces allowed around)
 _ANSWER_RE = re.compile(r"=\s*(-?\d+)\s*$")
@@ -63,31 +65,43 @@ class ChainAdditionConfig:
             )
 
 
-@dataclass(frozen=True)
-class Problem:
-    """One problem. `prompt + target` is the full correct text; `answer` the verified quantity."""
-
-    terms: tuple[int, ...]
-    prompt: str
-    target: str
-    answer: int
-
-    def to_record(self) -> dict:
-        """The project's simple `{"problem", "answer"}` row (plus the chain, for inspection)."""
-        return {"problem": self.prompt, "answer": str(self.answer), "target": self.target}
+DATA_SOURCE = "chain"
 
 
 def make_problem(terms: Sequence[int]) -> Problem:
-    """`(17, 45, 38)` -> prompt `17+45+38=`, target `62+38=100`, answer 100."""
+    """`(17, 45, 38)` -> prompt `17+45+38=`, target `62+38=100`, answer "100".
+
+    A chained-addition problem is an ordinary `resrl.data.loaders.Problem` (the project's one
+    problem type): id `chain-17+45+38`, data_source "chain", the answer as a string, and the terms
+    and the worked chain in `extra` (read them with `chain_terms` / `chain_target`)."""
     terms = tuple(int(t) for t in terms)
     if len(terms) < 2:
         raise ValueError(f"make_problem: need at least 2 terms, got {terms}")
-    prompt = "+".join(map(str, terms)) + "="
+    expression = "+".join(map(str, terms))
     steps, acc = [], terms[0]
     for i in range(1, len(terms)):
         acc += terms[i]
         steps.append("+".join(map(str, (acc,) + terms[i + 1:])))
-    return Problem(terms=terms, prompt=prompt, target="=".join(steps), answer=acc)
+    return Problem(id=f"{DATA_SOURCE}-{expression}", prompt=expression + "=", answer=str(acc),
+                   data_source=DATA_SOURCE, extra={"terms": terms, "target": "=".join(steps)})
+
+
+def chain_terms(problem: Problem) -> tuple[int, ...]:
+    """The terms of a chained-addition problem (`make_problem`)."""
+    return tuple(_chain_extra(problem, "terms"))
+
+
+def chain_target(problem: Problem) -> str:
+    """The correct completion of a chained-addition problem: the worked chain, e.g. `62+38=100`."""
+    return _chain_extra(problem, "target")
+
+
+def _chain_extra(problem: Problem, key: str):
+    try:
+        return problem.extra[key]
+    except KeyError:
+        raise ValueError(f"problem {problem.id!r} is not a chained-addition problem (no {key!r} in extra; "
+                         "build it with resrl.data.synthetic.make_problem)") from None
 
 
 class ChainAdditionTask:
@@ -121,7 +135,7 @@ class ChainAdditionTask:
         return out
 
     def is_test(self, problem: Problem) -> bool:
-        return problem.terms in self._test_terms
+        return chain_terms(problem) in self._test_terms
 
 
 def extract_answer(completion: str) -> int | None:
@@ -136,10 +150,23 @@ def is_correct(completion: str, answer: int | str) -> bool:
     return got is not None and got == int(answer)
 
 
-def chain_reward(completions: Sequence[str], answers: Sequence[int | str]) -> list[float]:
-    """Project reward function (`f(completions, answers)`, see resrl.rewards): 1.0 for a correct
-    final answer, else 0.0."""
-    return [1.0 if is_correct(c, a) else 0.0 for c, a in zip(completions, answers)]
+class ChainReward:
+    """The task's reward function (`f(completions, answers)`, see resrl.rewards): 1.0 for a correct
+    final answer, else 0.0. Training uses it as `reward_fn`, evaluation as the scorer of
+    `resrl.eval.runner.evaluate` (its `extract_answer` gives the extracted answers and maj@k), so
+    "correct" is the same rule in both."""
+
+    __name__ = "chain_reward"
+
+    def extract_answer(self, completion: str) -> str | None:
+        got = extract_answer(completion)
+        return None if got is None else str(got)
+
+    def __call__(self, completions: Sequence[str], answers: Sequence[int | str]) -> list[float]:
+        return [1.0 if is_correct(c, a) else 0.0 for c, a in zip(completions, answers)]
+
+
+chain_reward = ChainReward()
 
 
 def first_error_index(token_texts: Sequence[str], target: str, eos_text: str | None = None) -> int | None:
@@ -164,16 +191,17 @@ def first_error_index(token_texts: Sequence[str], target: str, eos_text: str | N
 
 
 def write_jsonl(problems: Iterable[Problem], path: str | Path) -> Path:
-    """Write `{"problem", "answer", "target"}` rows, readable by the project's data loaders."""
+    """Write `{"id", "problem", "answer", "target"}` rows, read back by the project's data loaders
+    (`resrl.data.loaders.load_problems`; the target lands in the problem's `extra`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
         for p in problems:
-            f.write(json.dumps(p.to_record()) + "\n")
+            f.write(json.dumps({"id": p.id, "problem": p.prompt, "answer": p.answer, "target": chain_target(p)}) + "\n")
     return path
 
 
 __all__ = [
-    "ChainAdditionConfig", "ChainAdditionTask", "Problem", "make_problem", "extract_answer", "is_correct",
-    "chain_reward", "first_error_index", "write_jsonl",
+    "ChainAdditionConfig", "ChainAdditionTask", "Problem", "make_problem", "chain_terms", "chain_target",
+    "extract_answer", "is_correct", "ChainReward", "chain_reward", "first_error_index", "write_jsonl",
 ]

@@ -54,7 +54,7 @@ def config_from_args(args: argparse.Namespace):
     if args.eval_samples is not None:
         if args.eval_samples < 1:
             raise InputError(f"--eval-samples must be >= 1, got {args.eval_samples}")
-        cfg = replace(cfg, eval=replace(cfg.eval, num_samples=args.eval_samples))
+        cfg = replace(cfg, eval=replace(cfg.eval, n=args.eval_samples, ks=None))
     return cfg
 
 

@@ -1,80 +1,106 @@
-"""Held-out evaluation of the demo: greedy accuracy, Avg@k and unbiased Pass@k (spec §5).
+"""Held-out evaluation of the demo: greedy accuracy, Avg@n, unbiased Pass@k, length, truncation (spec §5).
 
-Sampling goes through `resrl.eval.generate_samples` (the project's evaluator); only the
-chained-addition scoring and the summary the demo's report needs live here.
+Every number comes from the project's evaluator, `resrl.eval.runner.evaluate` (what `resrl eval`
+runs): its per-sample random streams, its scorer (here the task's reward, `chain_reward`, so
+"correct" means what it means in training) and its metrics (`resrl.eval.report`). A policy is
+evaluated twice by that one function: greedy = a temperature-0 run with n = 1, sampled = n
+samples per problem at the config's temperature. This module only picks the demo's settings and
+reads the two summaries into an `EvalResult`.
+
+With `out_dir`, the two runs write their usual outputs (config.json, samples.jsonl, summary.json,
+results.md) to `out_dir/greedy` and `out_dir/sampled`, and an interrupted evaluation resumes
+from them. An out_dir belongs to one model: the runner checks the settings, not the weights.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Callable, Sequence
 
-import numpy as np
+from resrl.data.loaders import Problem
+from resrl.eval.runner import EvalConfig
 
-from resrl.data.synthetic import Problem, extract_answer, is_correct
-from resrl.metrics import avg_at_k, ks_up_to, pass_at_k
+HELD_OUT = "held-out split"  # the benchmark name of the demo's test split (records, plot panel)
+DEV = "dev split"            # the warm start's stopping split
 
 
-@dataclass
-class EvalConfig:
-    num_samples: int = 16  # n samples per problem; Pass@k for every power of two k <= n
-    temperature: float = 1.0  # the RL sampling temperature: what the policy itself would draw
-    top_p: float = 1.0
-    max_new_tokens: int = 24
-    batch_size: int = 512  # rows (prompt x sample) per generate call
-    seed: int = 1234
+def demo_eval_config(**overrides) -> EvalConfig:
+    """The demo's evaluation settings, as the runner's EvalConfig.
+
+    n 16 samples per problem at temperature 1.0, top-p 1.0 (the RL sampling distribution: what the
+    policy itself would draw), 24 new tokens, raw prompts (`17+45+38=`, as in training), 512 rows
+    per generate call (the tiny model on CPU is fastest in large batches), no tqdm bar (the demo
+    shows its own), no per-run PNG."""
+    settings = dict(n=16, temperature=1.0, top_p=1.0, max_new_tokens=24, batch_size=512, seed=1234,
+                    instruction="", use_chat_template=False, raw_prompts=True, progress=False, plot=False)
+    settings.update(overrides)
+    if "n" in overrides and "ks" not in overrides:
+        settings["ks"] = None  # powers of two up to the new n
+    return EvalConfig(**settings)
+
+
+def greedy_config(config: EvalConfig) -> EvalConfig:
+    """The same settings as one greedy sample per problem."""
+    return replace(config, n=1, ks=None, temperature=0.0)
 
 
 @dataclass
 class EvalResult:
-    greedy: float
+    """A view of the runner's summaries of one policy (greedy run + sampled run)."""
+
+    greedy: float  # greedy accuracy (avg@1 of the temperature-0 run)
     avg: float  # Avg@n
-    pass_at: dict[int, float]  # k -> mean unbiased Pass@k
+    avg_stderr: float | None  # standard error of Avg@n over problems
+    pass_at: dict[int, float]  # k -> mean unbiased Pass@k, for the config's ks
     mean_length: float  # sampled completion tokens
     truncated: float  # fraction of samples that hit max_new_tokens
-    correct: np.ndarray = field(repr=False)  # (P, n) bool
+    num_problems: int
+    summary: dict  # the sampled run's summary (resrl.eval.runner.evaluate), e.g. for plot_passk
+
+    @classmethod
+    def from_summaries(cls, greedy: dict, sampled: dict, benchmark: str = HELD_OUT) -> "EvalResult":
+        g, m = greedy["benchmarks"][benchmark], sampled["benchmarks"][benchmark]
+        return cls(greedy=g["avg@1"], avg=m[f"avg@{m['n']}"], avg_stderr=m["avg_stderr"],
+                   pass_at={int(k): m["pass@k"][str(k)] for k in sampled["ks"]},
+                   mean_length=m["mean_response_tokens"], truncated=m["truncation_rate"],
+                   num_problems=m["num_problems"], summary=sampled)
 
     def to_dict(self) -> dict:
         return {"greedy": self.greedy, "avg": self.avg, "pass_at": {str(k): v for k, v in self.pass_at.items()},
                 "mean_length": self.mean_length, "truncated": self.truncated}
 
 
-def greedy_completions(model, tokenizer, prompts: Sequence[str], max_new_tokens: int, batch_size: int) -> list[str]:
-    from resrl.eval import generate_samples
+def run(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, out_dir: str | Path | None = None,
+        benchmark: str = HELD_OUT, on_progress: Callable[[int], None] | None = None) -> dict:
+    """One `resrl.eval.runner.evaluate` call on the chained-addition problems, scored by `chain_reward`."""
+    from resrl.data.synthetic import chain_reward
+    from resrl.eval.runner import evaluate as run_evaluation
 
-    samples = generate_samples(model, tokenizer, list(prompts), n=1, temperature=0.0, top_p=1.0,
-                               max_new_tokens=max_new_tokens, batch_size=batch_size, seed=0)
-    return [s[0].text for s in samples]
+    return run_evaluation(model, {benchmark: list(problems)}, config, out_dir, tokenizer=tokenizer,
+                          scorer=chain_reward, on_progress=on_progress)
 
 
-def evaluate(model, tokenizer, problems: Sequence[Problem], config: EvalConfig,
+def evaluate(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, out_dir: str | Path | None = None,
              on_progress: Callable[[int], None] | None = None) -> EvalResult:
-    """Greedy accuracy plus n samples per problem at config.temperature -> EvalResult.
+    """Greedy accuracy plus config.n samples per problem at config.temperature -> EvalResult.
 
-    on_progress(num_problems_done) is called after each chunk (the demo's progress bar)."""
-    from resrl.eval import generate_samples
-
-    prompts = [p.prompt for p in problems]
-    greedy = greedy_completions(model, tokenizer, prompts, config.max_new_tokens, config.batch_size)
-    greedy_acc = float(np.mean([is_correct(t, p.answer) for t, p in zip(greedy, problems)]))
-    chunk = max(1, config.batch_size // config.num_samples)  # prompts per generate call
-    samples = []
-    for i, start in enumerate(range(0, len(prompts), chunk)):
-        # one seed per chunk, so chunks do not replay each other's random streams
-        samples += generate_samples(model, tokenizer, prompts[start:start + chunk], n=config.num_samples,
-                                    temperature=config.temperature, top_p=config.top_p,
-                                    max_new_tokens=config.max_new_tokens, batch_size=config.batch_size,
-                                    seed=config.seed * 100_003 + i)
-        if on_progress is not None:
-            on_progress(len(samples))
-    correct = np.array([[is_correct(s.text, p.answer) for s in row] for row, p in zip(samples, problems)])
-    n = config.num_samples
-    num_correct = correct.sum(axis=1)
-    pass_at = {k: float(pass_at_k(np.full(len(problems), n), num_correct, k).mean()) for k in ks_up_to(n)}
-    lengths = [s.num_tokens for row in samples for s in row]
-    truncated = [s.truncated for row in samples for s in row]
-    return EvalResult(greedy=greedy_acc, avg=float(avg_at_k(correct).mean()), pass_at=pass_at,
-                      mean_length=float(np.mean(lengths)), truncated=float(np.mean(truncated)), correct=correct)
+    on_progress(samples_done) is called after every batch, counting the greedy run's P samples
+    first, then the P × n sampled ones (the demo's progress bar)."""
+    out = Path(out_dir) if out_dir is not None else None
+    P = len(problems)
+    greedy = run(model, tokenizer, problems, greedy_config(config), out / "greedy" if out else None,
+                 on_progress=on_progress)
+    sampled = run(model, tokenizer, problems, config, out / "sampled" if out else None,
+                  on_progress=None if on_progress is None else (lambda done: on_progress(P + done)))
+    return EvalResult.from_summaries(greedy, sampled)
 
 
-__all__ = ["EvalConfig", "EvalResult", "evaluate", "ks_up_to", "greedy_completions", "extract_answer"]
+def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalConfig) -> float:
+    """Greedy accuracy on `problems` (the warm start's dev split), by the same evaluator."""
+    summary = run(model, tokenizer, problems, greedy_config(config), benchmark=DEV)
+    return summary["benchmarks"][DEV]["avg@1"]
+
+
+__all__ = ["HELD_OUT", "DEV", "EvalConfig", "EvalResult", "demo_eval_config", "greedy_config", "evaluate",
+           "greedy_accuracy", "run"]

@@ -13,14 +13,16 @@ from resrl.errors import InputError
 
 import contextlib
 import json
+import shutil
 import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask
-from resrl.demo.evaluate import EvalConfig, EvalResult, evaluate
+from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask, chain_target
+from resrl.demo.evaluate import EvalResult, demo_eval_config, evaluate, greedy_accuracy
+from resrl.eval.runner import EvalConfig
 from resrl.demo.warmstart import WarmStartConfig, warm_start
 
 DEFAULT_ALGORITHMS = ("grpo", "w-reinforce", "resrl")
@@ -49,7 +51,7 @@ class DemoConfig:
     warm: WarmStartConfig = field(default_factory=WarmStartConfig)
     dev_problems: int = 128  # greedy accuracy that stops the warm start (not the test split)
     rl: RLConfig = field(default_factory=RLConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    eval: EvalConfig = field(default_factory=demo_eval_config)  # resrl.eval.runner's, demo settings
     omega_problems: int = 48  # groups sampled for the ω analysis
     # torch CPU threads. 1 by default: the ops of a 1 M-parameter model are too small to gain from
     # more, and on a busy machine OpenMP threads that spin-wait for a core made a warm-start step
@@ -65,7 +67,7 @@ class DemoConfig:
             warm=WarmStartConfig(max_steps=150, target_accuracy=0.3, check_every=25),
             dev_problems=48,
             rl=RLConfig(steps=6, rollout_prompts=8, group_size=4),
-            eval=EvalConfig(num_samples=8, batch_size=384),
+            eval=demo_eval_config(n=8, batch_size=384),
             omega_problems=16,
             is_quick=True,
         )
@@ -165,16 +167,17 @@ def run_demo(cfg: DemoConfig) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "demo.log"
     log_path.write_text("")
+    shutil.rmtree(out / "eval", ignore_errors=True)  # this run's policies are new: no evaluation to resume
     console = _console()
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
     task = ChainAdditionTask(replace(cfg.task, seed=cfg.seed))
     test = task.test
     summary: dict = {"config": _jsonable(asdict(cfg)), "results": {}, "timings": timings,
-                     "example": {"prompt": test[0].prompt, "target": test[0].target}}
+                     "example": {"prompt": test[0].prompt, "target": chain_target(test[0])}}
 
     console.rule("[bold]ResRL demo: chained addition on a tiny Qwen3 model (offline, CPU)")
-    console.print(f"task: {test[0].prompt}{test[0].target}  ({cfg.task.num_terms} terms in "
+    console.print(f"task: {test[0].prompt}{chain_target(test[0])}  ({cfg.task.num_terms} terms in "
                   f"[{cfg.task.min_value}, {cfg.task.max_value}]); held-out split: {len(test)} problems")
 
     with _progress(console) as progress:
@@ -188,12 +191,7 @@ def run_demo(cfg: DemoConfig) -> dict:
         bar = progress.add_task("warm start (supervised)", total=cfg.warm.max_steps, info="")
 
         def dev_accuracy() -> float:
-            from resrl.data.synthetic import is_correct
-            from resrl.demo.evaluate import greedy_completions
-
-            texts = greedy_completions(model, tokenizer, [p.prompt for p in dev], cfg.eval.max_new_tokens,
-                                       cfg.eval.batch_size)
-            return sum(is_correct(t, p.answer) for t, p in zip(texts, dev)) / len(dev)
+            return greedy_accuracy(model, tokenizer, dev, cfg.eval)
 
         def on_step(step: int, loss: float, acc: float | None) -> None:
             info = f"loss {loss:.3f}" + (f"  dev greedy {acc:.0%}" if acc is not None else "")
@@ -212,7 +210,7 @@ def run_demo(cfg: DemoConfig) -> dict:
 
         # 2. evaluate the warm start ----------------------------------------------------------------
         evals: dict[str, EvalResult] = {}
-        evals["warm start"] = _evaluate(progress, "evaluate warm start", model, tokenizer, test, cfg, log_path)
+        evals["warm start"] = _evaluate(progress, "warm start", model, tokenizer, test, cfg, log_path)
         timings["evaluate warm start"] = time.perf_counter() - t0 - timings["warm start"]
         summary["results"]["warm start"] = evals["warm start"].to_dict()
 
@@ -222,7 +220,7 @@ def run_demo(cfg: DemoConfig) -> dict:
         from resrl.data.synthetic import chain_reward
         from resrl.train import run_training
 
-        rl_rows = [{"prompt": p.prompt, "answer": str(p.answer)}
+        rl_rows = [{"prompt": p.prompt, "answer": p.answer}
                    for p in task.train_problems(cfg.rl.steps * cfg.rl.rollout_prompts, stream="rl")]
         runs: dict[str, list[dict]] = {}
         for algo in cfg.algorithms:
@@ -245,7 +243,7 @@ def run_demo(cfg: DemoConfig) -> dict:
             runs[algo] = result.metrics
             timings[f"RL {algo}"] = time.perf_counter() - t1
             t2 = time.perf_counter()
-            evals[algo] = _evaluate(progress, f"evaluate {algo}", result.model, result.tokenizer, test, cfg, log_path)
+            evals[algo] = _evaluate(progress, algo, result.model, result.tokenizer, test, cfg, log_path)
             timings[f"evaluate {algo}"] = time.perf_counter() - t2
             summary["results"][algo] = {**evals[algo].to_dict(), "rl_seconds": timings[f"RL {algo}"],
                                         "resrl_mode": result.resrl_mode}
@@ -291,11 +289,18 @@ def _tiny_config(cfg: DemoConfig):
                            alphabet="0123456789+=", seed=cfg.seed)
 
 
-def _evaluate(progress, label, model, tokenizer, test, cfg: DemoConfig, log_path: Path) -> EvalResult:
-    bar = progress.add_task(label, total=len(test), info=f"{cfg.eval.num_samples} samples/problem")
+def eval_dir(out: str | Path, policy: str) -> Path:
+    """Where a policy's evaluation records go: OUT/eval/<policy> (greedy/ and sampled/ runs)."""
+    return Path(out) / "eval" / run_dir_name(policy).replace(" ", "-")
+
+
+def _evaluate(progress, policy, model, tokenizer, test, cfg: DemoConfig, log_path: Path) -> EvalResult:
+    n = cfg.eval.n
+    bar = progress.add_task(f"evaluate {policy}", total=len(test) * (1 + n), info=f"greedy + {n} samples/problem")
     with _quiet(log_path):
-        res = evaluate(model, tokenizer, test, cfg.eval, on_progress=lambda n: progress.update(bar, completed=n))
-    progress.update(bar, info=f"greedy {res.greedy:.0%}  Avg@{cfg.eval.num_samples} {res.avg:.0%}")
+        res = evaluate(model, tokenizer, test, cfg.eval, eval_dir(cfg.out, policy),
+                       on_progress=lambda done: progress.update(bar, completed=done))
+    progress.update(bar, info=f"greedy {res.greedy:.0%}  Avg@{n} {res.avg:.0%}")
     return res
 
 

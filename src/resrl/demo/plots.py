@@ -1,4 +1,4 @@
-"""The demo's PNG plots: training curves per algorithm and Pass@k curves before / after RL."""
+"""The demo's training-curve PNG. (Its Pass@k figure is drawn by the evaluator's `resrl.eval.plots.plot_passk`.)"""
 
 from __future__ import annotations
 
@@ -70,13 +70,3 @@ def plot_training_curves(runs: dict[str, Sequence[dict]], path: str | Path, smoo
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [t for t, _ in panels]
-
-
-def plot_pass_at_k(results: dict[str, dict[int, float]], path: str | Path, title: str = "") -> None:
-    """results: label (e.g. "warm start", "grpo") -> {k: Pass@k}, drawn by the evaluator's own
-    plotter (`resrl.eval.plots.plot_passk`, the one `resrl plot-passk` uses), one held-out panel."""
-    from resrl.eval.plots import plot_passk
-
-    summaries = [{"benchmarks": {"held-out split": {"pass@k": {str(k): v for k, v in passk.items()}}}}
-                 for passk in results.values()]
-    plot_passk(summaries, list(results), path, title=title or None)

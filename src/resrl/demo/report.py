@@ -15,25 +15,20 @@ OMEGA_PNG = "omega_tokens.png"
 
 def write_outputs(out: Path, cfg, summary: dict, evals: dict, runs: dict, omega, plots: bool = True) -> list[Path]:
     """Write the PNGs (unless plots=False) and report.md; returns their paths."""
-    from resrl.demo.plots import plot_pass_at_k, plot_training_curves
+    from resrl.demo.plots import plot_training_curves
     from resrl.demo.weights import plot_omega
+    from resrl.eval.plots import plot_passk
 
     out = Path(out)
     files = [out / "report.md", out / TRAINING_PNG, out / PASSK_PNG, out / OMEGA_PNG]
     if plots:
         plot_training_curves(runs, out / TRAINING_PNG)
-        plot_pass_at_k({name: r.pass_at for name, r in evals.items()}, out / PASSK_PNG,
-                       title=f"chained addition, {len(next(iter(evals.values())).correct)} held-out problems, "
-                             f"T = {cfg.eval.temperature}")
+        plot_passk([r.summary for r in evals.values()], list(evals), out / PASSK_PNG,
+                   title=f"chained addition, {next(iter(evals.values())).num_problems} held-out problems, "
+                         f"T = {cfg.eval.temperature}")
         plot_omega(omega, out / OMEGA_PNG)
     (out / "report.md").write_text(render_report(cfg, summary, evals, runs, omega))
     return files
-
-
-def _se(correct: np.ndarray) -> float:
-    """Standard error over problems of the per-problem accuracy (what separates signal from noise)."""
-    per_problem = correct.mean(axis=1)
-    return float(per_problem.std(ddof=1) / np.sqrt(len(per_problem))) if len(per_problem) > 1 else float("nan")
 
 
 def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
@@ -44,8 +39,8 @@ def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
 def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
     first = next(iter(evals.values()))
     ks = sorted(first.pass_at)
-    n = cfg.eval.num_samples
-    P = first.correct.shape[0]
+    n = cfg.eval.n
+    P = first.num_problems
     t = cfg.task
     rl = cfg.rl
     ws = summary["warm_start"]
@@ -68,7 +63,8 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
         "(constant), one update per generation round, KL 0, entropy 0, through `resrl.train.run_training` "
         "(TRL `GRPOTrainer` + the project's core).",
         f"Evaluation: greedy accuracy, Avg@{n} and unbiased Pass@k (spec §5) from {n} samples per problem at "
-        f"temperature {cfg.eval.temperature}, top-p {cfg.eval.top_p}, on the same held-out split for every policy. "
+        f"temperature {cfg.eval.temperature}, top-p {cfg.eval.top_p}, on the same held-out split for every policy, "
+        "by the project's evaluator (`resrl.eval.runner.evaluate`, as `resrl eval`; per-sample records in `eval/`). "
         f"± is one standard error over problems.",
         "",
         "## Results (held-out split)",
@@ -79,7 +75,7 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
     for name, r in evals.items():
         rl_time = summary["results"].get(name, {}).get("rl_seconds")
         lines.append(
-            f"| {name} | {r.greedy:.3f} | {r.avg:.3f} ± {_se(r.correct):.3f} | "
+            f"| {name} | {r.greedy:.3f} | {r.avg:.3f} ± {_fmt(r.avg_stderr)} | "
             + " | ".join(f"{r.pass_at[k]:.3f}" for k in ks)
             + f" | {r.mean_length:.1f} | " + (f"{rl_time:.0f} s" if rl_time is not None else "–") + " |"
         )
@@ -150,6 +146,6 @@ def _omega_section(omega) -> list[str]:
     return lines
 
 
-def _fmt(v: float) -> str:
-    return "–" if v != v else f"{v:.3f}"
+def _fmt(v: float | None) -> str:
+    return "–" if v is None or v != v else f"{v:.3f}"
 

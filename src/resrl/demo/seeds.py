@@ -93,9 +93,10 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
                 f"{cell(d[m])} ({d[m]['wins']}/{d[m]['n']})" for m in metrics if m in d) + " |")
     (out / "multiseed.md").write_text("\n".join(lines) + "\n")
 
+    from resrl.demo.evaluate import HELD_OUT
     from resrl.eval.plots import plot_passk  # the evaluator's Pass@k plotter, with bands
 
-    plot_passk(passk_band_summaries(agg, "held-out split"), list(agg), out / "passk_seeds.png",
+    plot_passk(passk_band_summaries(agg, HELD_OUT), list(agg), out / "passk_seeds.png",
                title=f"Pass@k, mean and 95 % interval over {len(seeds)} seeds")
     return [out / "multiseed.md", out / "multiseed.json", out / "passk_seeds.png"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
-from resrl.data.synthetic import Problem
+from resrl.data.synthetic import Problem, chain_target
 
 
 @dataclass
@@ -35,7 +35,7 @@ def encode_sft_batch(tokenizer, problems: Sequence[Problem]):
     rows, label_rows = [], []
     for p in problems:
         prompt_ids = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
-        target_ids = tokenizer(p.target, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        target_ids = tokenizer(chain_target(p), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append(prompt_ids + target_ids)
         label_rows.append([-100] * len(prompt_ids) + target_ids)
     L = max(len(r) for r in rows)

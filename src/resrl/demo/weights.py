@@ -21,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from resrl.data.synthetic import Problem, chain_reward, first_error_index
+from resrl.data.synthetic import Problem, chain_reward, chain_target, first_error_index
 
 REGIONS = ("shared prefix", "first wrong token", "after it")
 
@@ -123,7 +123,7 @@ def analyse_omega(model, tokenizer, problems: Sequence[Problem], group_size: int
         tok_ids = completion[i, :length].tolist()
         tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in tok_ids]
         problem = problems[int(gidx[i])]
-        e = first_error_index(tokens, problem.target, eos_text)
+        e = first_error_index(tokens, chain_target(problem), eos_text)
         if e is None:  # stays on the chain but is wrong (e.g. truncated): no first wrong token
             continue
         num_neg += 1
@@ -136,7 +136,7 @@ def analyse_omega(model, tokenizer, problems: Sequence[Problem], group_size: int
         if len(examples) < num_examples and e >= 1 and int(gidx[i]) not in shown_groups:
             shown_groups.add(int(gidx[i]))
             examples.append({
-                "prompt": problem.prompt, "target": problem.target, "tokens": tokens, "first_error": e,
+                "prompt": problem.prompt, "target": chain_target(problem), "tokens": tokens, "first_error": e,
                 "omega": {a: [float(w) for w in omegas[a][i, :length]] for a in alignments},
             })
     means = {a: {r: (sums[a][r] / counts[r] if counts[r] else float("nan")) for r in REGIONS} for a in alignments}

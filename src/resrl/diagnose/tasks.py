@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask, chain_reward
+from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask, chain_reward, chain_target
 
 CHAIN_TASKS = {
     "chain": ChainAdditionConfig(num_test=256),                                       # the demo's task
@@ -45,8 +45,8 @@ def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, rew
 
         task = ChainAdditionTask(replace(CHAIN_TASKS[spec], seed=seed))
         problems = task.test[:limit] if limit else task.test
-        return DiagnoseTask(spec, [p.prompt for p in problems], [str(p.answer) for p in problems], chain_reward,
-                            [p.target for p in problems])
+        return DiagnoseTask(spec, [p.prompt for p in problems], [p.answer for p in problems], chain_reward,
+                            [chain_target(p) for p in problems])
     from resrl.data.loaders import load_problems
     from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompts
     from resrl.rewards.registry import load_reward_function

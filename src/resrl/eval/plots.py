@@ -74,11 +74,14 @@ def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | 
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     handles, names = axes.flat[0].get_legend_handles_labels()
+    legend_rows = 0
     if len(labels) > 1 or labels[0]:
-        fig.legend(handles, names, loc="lower center", ncol=min(len(names), 6), frameon=False)
+        ncol = min(len(names), 6, 2 * cols)  # about two labels fit under a panel
+        legend_rows = math.ceil(len(names) / ncol)
+        fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False)
     if title:
         fig.suptitle(title)
-    fig.tight_layout(rect=(0, 0.06 if len(labels) > 1 else 0, 1, 1))
+    fig.tight_layout(rect=(0, min(0.4, 0.075 * legend_rows / rows) if len(labels) > 1 else 0, 1, 1))
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=120)

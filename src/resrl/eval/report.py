@@ -2,6 +2,8 @@
 
 Metrics (spec §5, computed with `resrl.metrics`), per benchmark over its P problems × n samples:
 - avg@n         mean fraction of correct samples
+- avg_stderr    avg@n's standard error over problems (std of the per-problem accuracy / sqrt(P));
+                None for one problem
 - pass@k        unbiased estimator, for every k = 1..n (the Pass@k curve)
 - maj@k         majority vote over the first k extracted answers, for the requested k
                 (None when the scorer extracts no answers)
@@ -38,10 +40,12 @@ def benchmark_metrics(records_by_problem: Sequence[Sequence[dict]], ks: Sequence
     truncated = np.array([[bool(s["truncated"]) for s in row] for row in records_by_problem])
     ks = sorted({k for k in ks if 1 <= k <= n})
     num_correct = correct.sum(axis=1)
+    per_problem = correct.mean(axis=1)
     return {
         "num_problems": P,
         "n": n,
         f"avg@{n}": float(avg_at_k(correct).mean()),
+        "avg_stderr": float(per_problem.std(ddof=1) / np.sqrt(P)) if P > 1 else None,
         "pass@k": {str(k): float(pass_at_k(np.full(P, n), num_correct, k).mean()) for k in range(1, n + 1)},
         "maj@k": {str(k): float(maj_at_k(answers, correct, k).mean()) for k in ks} if with_majority else None,
         "mean_response_tokens": float(tokens.mean()),

@@ -23,7 +23,7 @@ import logging
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from resrl.data.loaders import Problem
 from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompt
@@ -35,7 +35,9 @@ from resrl.metrics import ks_up_to
 logger = logging.getLogger(__name__)
 
 # settings that change what a sample means: a resumed run must use the same ones
-_RESUME_KEYS = ("model", "temperature", "top_p", "max_new_tokens", "instruction", "use_chat_template", "reward")
+_RESUME_KEYS = ("model", "temperature", "top_p", "max_new_tokens", "instruction", "use_chat_template", "raw_prompts",
+                "reward")
+_RESUME_DEFAULTS = {"raw_prompts": False}  # keys added later: what an older config.json meant
 
 
 @dataclass
@@ -51,6 +53,9 @@ class EvalConfig:
     seed               sampling seed
     instruction        appended to string prompts ("" for none)
     use_chat_template  None = when the tokenizer has one
+    raw_prompts        feed each (string) prompt to the model exactly as it is: no instruction, no chat
+                       template, no trailing newline (tasks trained on raw text, e.g. the demo's
+                       chained addition, whose prompts are `17+45+38=`)
     reward             "math" (Math-Verify), "exact" or "module:function" (ignored if a scorer is passed)
     reward_timeout_s   per-item timeout of the Math-Verify pool; reward_workers its processes
     correct_threshold  a reward value above it counts as correct (for float-valued reward functions);
@@ -70,6 +75,7 @@ class EvalConfig:
     seed: int = 0
     instruction: str | None = DEFAULT_INSTRUCTION
     use_chat_template: bool | None = None
+    raw_prompts: bool = False
     reward: str = "math"
     reward_timeout_s: float = 5.0
     reward_workers: int = 2
@@ -143,8 +149,8 @@ def _check_resume(out_dir: Path, settings: dict) -> None:
     if not path.exists():
         return
     old = json.loads(path.read_text())
-    diffs = [f"{k}: {old.get(k)!r} (saved) vs {settings.get(k)!r} (now)"
-             for k in _RESUME_KEYS if old.get(k) != settings.get(k)]
+    diffs = [f"{k}: {old.get(k, _RESUME_DEFAULTS.get(k))!r} (saved) vs {settings.get(k)!r} (now)"
+             for k in _RESUME_KEYS if old.get(k, _RESUME_DEFAULTS.get(k)) != settings.get(k)]
     if diffs:
         raise InputError(f"{out_dir} holds an evaluation with different settings ({'; '.join(diffs)}); "
                          f"use another --out directory or delete it")
@@ -173,13 +179,16 @@ def _load_model(model_or_dir, tokenizer):
 
 def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], config: EvalConfig | None = None,
              out_dir: str | Path | None = None, *, tokenizer=None, scorer=None,
-             generator: Generator | None = None) -> dict:
+             generator: Generator | None = None, on_progress: Callable[[int], None] | None = None) -> dict:
     """Evaluate a model on several benchmarks; return the summary dict (also written to out_dir).
 
     model_or_dir: a local model directory or a loaded model (then pass `tokenizer`); may be None
     when `generator` is given. problems_by_benchmark: {name: problems} (see
     resrl.data.loaders.load_benchmarks). scorer: see resrl.eval.scoring.Scorer (default: the
     config's reward). generator: jobs -> samples, replaces model generation (tests, custom engines).
+    on_progress(samples_done): the number of finished samples of this evaluation, resumed ones
+    included, once before generating and after every batch (a caller's own progress display;
+    config.progress shows the built-in bar).
     """
     config = config or EvalConfig()
     if not problems_by_benchmark:
@@ -214,7 +223,14 @@ def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], conf
                 score.warm_up()  # fork the scoring workers before tokenizers start threads
                 generator, tokenizer = _make_generator(model_or_dir, tokenizer, config)
         jobs, answers = _pending_jobs(problems_by_benchmark, done, config, tokenizer)
-        throughput = _run_jobs(jobs, answers, generator, score, config, out, done)
+        report = None
+        if on_progress is not None:
+            already = sum(len(ps) for ps in problems_by_benchmark.values()) * config.n - len(jobs)
+            on_progress(already)
+
+            def report(new: int) -> None:
+                on_progress(already + new)
+        throughput = _run_jobs(jobs, answers, generator, score, config, out, done, report)
     finally:
         score.close()
 
@@ -251,7 +267,11 @@ def _pending_jobs(problems_by_benchmark, done, config: EvalConfig, tokenizer):
             missing = [s for s in range(config.n) if _key(bench, p.id, s) not in done]
             if not missing:
                 continue
-            if tokenizer is not None:
+            if config.raw_prompts:
+                if not isinstance(p.prompt, str):
+                    raise InputError(f"{bench}/{p.id}: raw_prompts needs string prompts, not chat lists")
+                prompt = p.prompt
+            elif tokenizer is not None:
                 prompt = render_prompt(p, tokenizer, config.instruction, config.use_chat_template)
             else:  # a custom generator without a tokenizer gets the plain text
                 prompt = render_prompt(p, None, config.instruction, use_chat_template=False)
@@ -261,7 +281,8 @@ def _pending_jobs(problems_by_benchmark, done, config: EvalConfig, tokenizer):
     return jobs, answers
 
 
-def _run_jobs(jobs, answers, generator, score: Scorer, config: EvalConfig, out: Path | None, done: dict) -> dict:
+def _run_jobs(jobs, answers, generator, score: Scorer, config: EvalConfig, out: Path | None, done: dict,
+              on_progress: Callable[[int], None] | None = None) -> dict:
     """Generate + score in batches; append each batch's records to samples.jsonl and flush."""
     stats = {"new_samples": len(jobs), "generated_tokens": 0, "generation_seconds": 0.0,
              "scoring_seconds": 0.0, "wall_seconds": 0.0}
@@ -303,6 +324,8 @@ def _run_jobs(jobs, answers, generator, score: Scorer, config: EvalConfig, out: 
             if bar is not None:
                 bar.update(len(batch))
                 bar.set_postfix(acc=f"{sum(v.correct for v in verdicts) / len(verdicts):.2f}")
+            if on_progress is not None:
+                on_progress(min(i + config.batch_size, len(jobs)))
     finally:
         if sink is not None:
             sink.close()
