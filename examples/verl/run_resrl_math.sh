@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # The paper's math recipe (spec §7) as a veRL 0.9.1 job with the resrl plugin — Hydra overrides
 # only. NOT RUN END TO END in this project (no GPU with vLLM/SGLang here): see README "veRL plugin"
-# for what is tested and for the part of ResRL's wiring that veRL 0.9.1 does not expose yet.
+# for what is tested.
 #
 # Setup, in a venv of its own (veRL pins transformers<5.11; the project's TRL stack needs 5.23):
 #   pip install torch==2.13.0 && pip install --no-deps verl==0.9.1 && pip install "vllm==<veRL's pin>"
 #   pip install --no-deps -e /path/to/resrl   # registers the `verl.plugins` entry point
-# `import verl` then registers the estimators resrl, w_reinforce, psr, nsr (VERL_USE_EXTERNAL_PLUGINS=auto).
+# `import verl` then registers the estimators resrl, w_reinforce, psr, nsr and the v1 trainer mode
+# `resrl` (VERL_USE_EXTERNAL_PLUGINS=auto). ResRL needs that trainer mode: its actor worker returns
+# the per-token weights from the old-log-prob pass and its balance keeps groups whole per rank.
 #
 # ALGO: resrl | w_reinforce | psr | nsr.  MODEL, TRAIN, VAL: paths (veRL parquet columns:
 # data_source, prompt (chat list), ability, reward_model.ground_truth, extra_info).
@@ -16,6 +18,8 @@ MODEL=${MODEL:?set MODEL to a local Qwen3 checkpoint}
 TRAIN=${TRAIN:?set TRAIN to a training parquet}
 VAL=${VAL:?set VAL to a validation parquet}
 NGPUS=${NGPUS:-8}
+MODE=sync
+[ "$ALGO" = resrl ] && MODE=resrl
 
 python3 -m verl.trainer.main_ppo \
   algorithm.adv_estimator="$ALGO" \
@@ -41,9 +45,10 @@ python3 -m verl.trainer.main_ppo \
   actor_rollout_ref.actor.kl_loss_coef=0 \
   actor_rollout_ref.actor.entropy_coeff=0 \
   actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-mean \
-  trainer.balance_batch=False \
+  trainer.v1.trainer_mode="$MODE" \
   trainer.n_gpus_per_node="$NGPUS" trainer.nnodes=1 \
   "$@"
-# trainer.balance_batch=False: veRL's balance reorders responses by length and splits groups;
-# ResRL's weights need whole groups per rank (the plugin refuses a split group, naming this key).
-# With it off, each rank's share (256·4 / NGPUS = 128 rows on 8 GPUs) must be a multiple of n = 4.
+# trainer.v1.trainer_mode=resrl: veRL's own balance reorders responses by length and splits groups;
+# the resrl trainer moves whole groups (equal group count per rank, balanced tokens), so the batch
+# (256·4 = 1024 rows) must be a multiple of NGPUS·n and of the PPO mini-batch (64·4): it refuses
+# otherwise rather than letting veRL pad it with rows that would form partial groups.
