@@ -27,7 +27,7 @@ def test_warm_start_stops_at_the_target_and_learns():
     torch.set_num_threads(1)
     model, tok = build_tiny_model(None, TinyModelConfig(hidden_size=32, num_hidden_layers=2, head_dim=8,
                                                         intermediate_size=64, alphabet="0123456789+="))
-    task = ChainAdditionTask(ChainAdditionConfig(num_terms=2, min_value=1, max_value=9, num_test=10))
+    task = ChainAdditionTask(ChainAdditionConfig(num_terms=3, min_value=1, max_value=9, num_test=10))
     accs = iter([0.1, 0.2, 0.5, 0.9])
     seen = []
     res = warm_start(model, tok, task.train_problems(200), WarmStartConfig(max_steps=40, batch_size=16, check_every=5,

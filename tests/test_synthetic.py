@@ -49,22 +49,23 @@ def test_every_target_ends_in_its_answer_and_checks():
 
 
 def test_split_is_deterministic_and_disjoint():
-    cfg = ChainAdditionConfig(num_terms=2, min_value=0, max_value=9, num_test=40, seed=1)
+    cfg = ChainAdditionConfig(num_terms=3, min_value=0, max_value=3, num_test=30, seed=1)
     a, b = ChainAdditionTask(cfg), ChainAdditionTask(cfg)
-    assert a.test == b.test and len({chain_terms(p) for p in a.test}) == len({p.id for p in a.test}) == 40
+    assert a.test == b.test and len({chain_terms(p) for p in a.test}) == len({p.id for p in a.test}) == 30
     train = a.train_problems(500, "sft")
     assert train == b.train_problems(500, "sft")
     assert train != a.train_problems(500, "rl")  # streams are independent
     test_terms = {chain_terms(p) for p in a.test}
-    assert not any(chain_terms(p) in test_terms for p in train)  # 60 % of this small space is held out
+    assert not any(chain_terms(p) in test_terms for p in train)  # 30 of this small space of 64 are held out
     assert all(not a.is_test(p) for p in train) and all(a.is_test(p) for p in a.test)
-    other = ChainAdditionTask(ChainAdditionConfig(num_terms=2, min_value=0, max_value=9, num_test=40, seed=2))
+    other = ChainAdditionTask(ChainAdditionConfig(num_terms=3, min_value=0, max_value=3, num_test=30, seed=2))
     assert other.test != a.test
 
 
 @pytest.mark.parametrize("kwargs", [
     {"num_terms": 1}, {"min_value": 5, "max_value": 4}, {"min_value": -1}, {"num_test": 0},
-    {"num_terms": 2, "min_value": 0, "max_value": 3, "num_test": 9},  # 16 problems: too few left to train
+    {"num_terms": 2},  # no chain: the completion would hold no `=` for the reward to read
+    {"num_terms": 3, "min_value": 0, "max_value": 1, "num_test": 5},  # 8 problems: too few left to train
 ])
 def test_config_errors_name_the_field(kwargs):
     with pytest.raises(ValueError, match="ChainAdditionConfig"):

@@ -32,7 +32,7 @@ _ANSWER_RE = re.compile(r"=\s*(-?\d+)\s*$")
 class ChainAdditionConfig:
     """Shape of the task.
 
-    num_terms   terms per problem (>= 2); the chain has num_terms - 1 additions
+    num_terms   terms per problem (>= 3); the chain has num_terms - 1 additions
     min_value   smallest term
     max_value   largest term
     num_test    size of the held-out split (distinct problems)
@@ -46,8 +46,10 @@ class ChainAdditionConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.num_terms, int) or self.num_terms < 2:
-            raise ValueError(f"ChainAdditionConfig.num_terms must be an int >= 2, got {self.num_terms!r}")
+        if not isinstance(self.num_terms, int) or self.num_terms < 3:
+            # with 2 terms the target is a bare sum with no `=` in the completion, which the chain
+            # reward (the number after the completion's last `=`) could never grade as correct
+            raise ValueError(f"ChainAdditionConfig.num_terms must be an int >= 3, got {self.num_terms!r}")
         if not (isinstance(self.min_value, int) and isinstance(self.max_value, int)) or not (
             0 <= self.min_value <= self.max_value
         ):
