@@ -106,28 +106,33 @@ def nested(xs):
     return torch.nested.as_nested_tensor(xs, layout=torch.jagged)
 
 
-def rank_batch(rows, rewards, groups, *, remove_padding, dynamic, micro):
+def rank_batch(rows, rewards, groups, *, remove_padding, dynamic, micro, response_masks=None):
     seqs = [torch.cat([p, r]) for p, r in rows]
+    if response_masks is None:
+        response_masks = [torch.ones(len(r), dtype=torch.long) for _, r in rows]
     data = tu.get_tensordict(
         tensor_dict={"input_ids": nested(seqs), "position_ids": nested([torch.arange(len(s)) for s in seqs]),
                      "prompts": nested([p for p, _ in rows]), "responses": nested([r for _, r in rows]),
                      "attention_mask": nested([torch.ones(len(s), dtype=torch.long) for s in seqs]),
                      "loss_mask": nested([torch.cat([torch.zeros(len(p)), torch.ones(len(r))]) for p, r in rows]),
-                     REWARD_FIELD: rewards, GROUP_FIELD: groups},
+                     "response_mask": nested(response_masks), REWARD_FIELD: rewards, GROUP_FIELD: groups},
         non_tensor_dict={"use_remove_padding": remove_padding, "temperature": 1.0, "pad_token_id": 0,
                          "use_dynamic_bsz": dynamic, "max_token_len_per_gpu": 16, "micro_batch_size_per_gpu": micro,
                          "calculate_entropy": True})
     return data
 
 
-def reference_token_advantages(model, rows, rewards, groups, cfg):
-    """resrl.core on the whole groups, each row's penultimate states from a forward of its own."""
+def reference_token_advantages(model, rows, rewards, groups, cfg, response_masks=None):
+    """resrl.core on the whole groups, each row's penultimate states from a forward of its own;
+    tokens whose response_mask is 0 are outside the mask."""
     states = []
     for p, r in rows:
         ids = torch.cat([p, r])[None]
         h = reference_penultimate(model, ids, torch.ones_like(ids))[0]
         states.append(h[len(p) - 1:len(p) - 1 + len(r)])
     hidden, mask = pad_responses(states)
+    for i, m in enumerate(response_masks or []):
+        mask[i, :len(m)] &= m.bool()
     adv = grpo_advantages(rewards, groups)
     return resrl_token_advantages(hidden, mask, adv, groups, cfg)[0], adv, mask
 
@@ -141,8 +146,14 @@ def test_capture_around_verl_engine_pass(model, remove_padding, dynamic):
     cfg = ResRLConfig(rank=4)
     engine = make_engine(model)
     infer = engine_infer(engine)
+    # a multi-turn rollout's response_mask: 0 on tool-output tokens (here in a positive and a negative)
+    masks = [torch.ones(len(r), dtype=torch.long) for _, r in rows]
+    masks[0][1] = 0
+    masks[1][0] = 0
+    assert rewards[0] > 0 and rewards[1] == 0
     plain = infer(rank_batch(rows, rewards, groups, remove_padding=remove_padding, dynamic=dynamic, micro=3))
-    data = rank_batch(rows, rewards, groups, remove_padding=remove_padding, dynamic=dynamic, micro=3)
+    data = rank_batch(rows, rewards, groups, remove_padding=remove_padding, dynamic=dynamic, micro=3,
+                      response_masks=masks)
     out, weights = infer_with_capture(engine, data, infer, cfg, G)
 
     micro = weights.stats["micro_batches"]
@@ -153,9 +164,10 @@ def test_capture_around_verl_engine_pass(model, remove_padding, dynamic):
     assert any(len({where[r] for r in range(g * G, (g + 1) * G)}) > 1 for g in range(3))
     if dynamic:
         assert [r for rows_ in micro for r in rows_] != list(range(12))
-    want, adv, mask = reference_token_advantages(model, rows, rewards, groups, cfg)
+    want, adv, mask = reference_token_advantages(model, rows, rewards, groups, cfg, masks)
     got = weights.multiplier * adv[:, None] * mask
     torch.testing.assert_close(got, want, rtol=0, atol=1e-5)
+    assert weights.multiplier[0, 1] == 0 and weights.multiplier[1, 0] == 0   # tool tokens: no weight
     assert torch.equal(weights.positive, adv > 0)
     # what goes to TransferQueue: one multiplier per response token, and the pass's own outputs unchanged
     for i, (m, (_, r)) in enumerate(zip(out[MULTIPLIER_FIELD].unbind(0), rows)):

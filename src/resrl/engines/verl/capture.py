@@ -48,7 +48,8 @@ class OldLogProbCapture:
 
     @contextmanager
     def micro_batch(self, *, row_ids, prompt_lens: Tensor, response_lens: Tensor, rewards: Tensor, uids,
-                    cu_seqlens: Tensor | None = None, truncated: Tensor | None = None):
+                    cu_seqlens: Tensor | None = None, truncated: Tensor | None = None,
+                    token_masks: list[Tensor] | None = None):
         """Open the hook for one micro-batch forward. cu_seqlens given: remove-padding layout."""
         with self.hidden.capture() as outputs:
             yield
@@ -68,7 +69,7 @@ class OldLogProbCapture:
                                                  self.config.hidden_alignment)
         else:
             states = response_states_from_padded(h, prompt_lens, response_lens, self.config.hidden_alignment)
-        self.acc.add(row_ids, states, rewards, uids, truncated)
+        self.acc.add(row_ids, states, rewards, uids, truncated, token_masks)
 
     def held_bytes(self) -> int:
         return self.acc.held_bytes()

@@ -62,6 +62,7 @@ class RankWeightAccumulator:
         self._rewards: list[float] = []
         self._uids: list = []
         self._truncated: list[bool] = []
+        self._token_masks: list[Tensor | None] = []
 
     def __len__(self) -> int:
         return len(self._rows)
@@ -70,7 +71,11 @@ class RankWeightAccumulator:
         """Bytes of states held now (the rank's memory cost of ResRL between forward and finish)."""
         return sum(s.numel() * s.element_size() for s in self._states)
 
-    def add(self, row_ids, states: list[Tensor], rewards: Tensor, uids, truncated: Tensor | None = None) -> None:
+    def add(self, row_ids, states: list[Tensor], rewards: Tensor, uids, truncated: Tensor | None = None,
+            token_masks: list[Tensor] | None = None) -> None:
+        """token_masks: per row (response_len_i,) — veRL's `response_mask`; 0 marks tokens the model
+        did not generate (tool output in a multi-turn rollout): they neither enter the positives'
+        subspace nor get a weight (their multiplier is 0)."""
         row_ids = [int(r) for r in (row_ids.tolist() if isinstance(row_ids, Tensor) else row_ids)]
         uids = list(uids)
         rewards = rewards.detach().to("cpu", torch.float64).reshape(-1).tolist()
@@ -93,6 +98,12 @@ class RankWeightAccumulator:
         self._rewards.extend(rewards)
         self._uids.extend(uids)
         self._truncated.extend([False] * n if truncated is None else [bool(t) for t in truncated.tolist()])
+        if token_masks is not None:
+            if len(token_masks) != n or any(m.shape[0] != s.shape[0] for m, s in zip(token_masks, states)):
+                raise ValueError("add: token_masks must hold one (response_len_i,) mask per row")
+            self._token_masks.extend(m.detach().to("cpu").bool() for m in token_masks)
+        else:
+            self._token_masks.extend([None] * n)
 
     def finish(self, group_size: int | None = None, rank: int | None = None,
                device: torch.device | str | None = None) -> RankWeights:
@@ -108,6 +119,9 @@ class RankWeightAccumulator:
         adv = grpo_advantages(rewards, group, self.std_eps, self.scale_rewards)
         positive = adv > 0
         states, mask = pad_responses(self._states)
+        for i, m in enumerate(self._token_masks):
+            if m is not None:
+                mask[i, :m.shape[0]] &= m.to(mask.device)
         self._states = []                                       # the padded copy is all that is left
         dev = device if device is not None else states.device
         states, mask = states.to(dev), mask.to(dev)
@@ -117,7 +131,7 @@ class RankWeightAccumulator:
         del states
         multiplier = torch.where(positive.to(dev)[:, None], token_adv, -token_adv)
         out = RankWeights(torch.tensor(self._rows, dtype=torch.long), multiplier.float(), positive, stats)
-        self._rows, self._rewards, self._uids, self._truncated = [], [], [], []
+        self._rows, self._rewards, self._uids, self._truncated, self._token_masks = [], [], [], [], []
         return out
 
 

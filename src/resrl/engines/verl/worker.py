@@ -17,7 +17,9 @@
      checked) and adds two fields to the pass's output, which veRL's TransferQueue bridge stores
      with `log_probs`/`entropy`:
 
-        resrl_multiplier   nested (response_len_i,) float32 per row: λ_pos on positives, ω on negatives
+        resrl_multiplier   nested (response_len_i,) float32 per row: λ_pos on positives, ω on negatives,
+                           0 where veRL's response_mask is 0 (tool output: not in the positives'
+                           subspace, no weight)
         resrl_positive     (B,) bool: the split Â > 0 the weights were made with
 
 The (B, T, d) states never leave the rank. Needs veRL (imported here), so it is loaded by the
@@ -78,9 +80,13 @@ def infer_with_capture(engine, data: TensorDict, infer: Callable[[TensorDict], T
         packed = bool(_non_tensor(micro_batch, "use_remove_padding", False))
         cu_seqlens = micro_batch["input_ids"].offsets() if packed else None
         micro_batches.append(rows.tolist())
+        # veRL's response_mask: 0 on tokens the policy did not generate (multi-turn tool output)
+        token_masks = (list(micro_batch["response_mask"].cpu().unbind(0)) if "response_mask" in micro_batch.keys()
+                       else None)
         with capture.micro_batch(row_ids=rows, prompt_lens=prompt_lens.cpu(), response_lens=response_lens.cpu(),
                                  rewards=micro_batch[REWARD_FIELD], uids=micro_batch[GROUP_FIELD].tolist(),
-                                 cu_seqlens=None if cu_seqlens is None else cu_seqlens.cpu()):
+                                 cu_seqlens=None if cu_seqlens is None else cu_seqlens.cpu(),
+                                 token_masks=token_masks):
             return forward_step(micro_batch, loss_function, forward_only)
 
     engine.forward_step = forward_step_with_capture
