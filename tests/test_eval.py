@@ -189,7 +189,7 @@ def test_generate_samples_shapes_and_truncation(tiny_model_dir):
     assert greedy[0][0].text == greedy[0][1].text
 
 
-def test_end_to_end_tiny_model_cli(tiny_model_dir, tmp_path, capsys):
+def test_end_to_end_tiny_model_cli(tiny_model_dir, tmp_path, capsys, monkeypatch):
     from resrl.cli import main
 
     data = tmp_path / "arith.jsonl"
@@ -211,6 +211,18 @@ def test_end_to_end_tiny_model_cli(tiny_model_dir, tmp_path, capsys):
 
     assert main(argv) == 0  # resume: nothing left to generate
     assert json.loads((out / "summary.json").read_text())["throughput"]["new_samples"] == 0
+    # --correct-threshold reaches the scorer: a partial-credit reward of 0.5 on every sample is
+    # correct under the default threshold 0 and incorrect under 0.75
+    (tmp_path / "half_credit.py").write_text("def half(completions, answers):\n"
+                                             "    return [0.5 for _ in completions]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for threshold, want in ((None, 1.0), ("0.75", 0.0)):
+        run = tmp_path / f"half-{threshold}"
+        extra = ["--reward", "half_credit:half"] + (["--correct-threshold", threshold] if threshold else [])
+        assert main([str(run) if a == str(out) else a for a in argv] + extra) == 0
+        s = json.loads((run / "summary.json").read_text())
+        assert s["settings"]["correct_threshold"] == float(threshold or 0)
+        assert s["benchmarks"]["arith"]["avg@4"] == want
 
     png = tmp_path / "overlay.png"
     assert main(["plot-passk", str(out), str(out), "--out", str(png), "--labels", "GRPO", "ResRL"]) == 0

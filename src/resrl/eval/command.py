@@ -54,6 +54,9 @@ def register(subparsers) -> None:
     p.add_argument("--reward", default=None, help="math (Math-Verify), exact, code (sandboxed tests), code-fraction, "
                                                   "tool_call_exact, tool_call, or module:function (default: code for "
                                                   "code data sets, tool_call_exact for bfcl:* data, else math)")
+    p.add_argument("--correct-threshold", type=float, default=0.0,
+                   help="a sample is correct when its reward is above this (default 0, training's "
+                        "algorithm.correct_threshold; e.g. 0.99 to count only full credit of a partial-credit reward)")
     p.add_argument("--reward-timeout", type=float, default=5.0, help="seconds per Math-Verify item / per code test")
     p.add_argument("--reward-workers", type=int, default=2, help="Math-Verify worker processes / code sandboxes at once")
     p.add_argument("--max-turns", type=int, default=40, help="BFCL multi-turn: model steps per conversation")
@@ -103,6 +106,7 @@ def run_eval(args) -> int:
         instruction=DEFAULT_INSTRUCTION if args.instruction is None else args.instruction,
         use_chat_template=False if args.no_chat_template else None, reward=reward,
         reward_timeout_s=args.reward_timeout, reward_workers=args.reward_workers, backend=args.backend,
+        correct_threshold=args.correct_threshold,
         limit=args.limit, progress=not args.no_progress,
     )
     from pathlib import Path
