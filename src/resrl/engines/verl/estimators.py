@@ -61,7 +61,7 @@ def _option(config, name: str, default):
     return default if value is None else value
 
 
-def _sequence_rewards(token_level_rewards: Tensor, response_mask: Tensor) -> Tensor:
+def sequence_rewards(token_level_rewards: Tensor, response_mask: Tensor) -> Tensor:
     """(B, T) token rewards -> (B,) float32 sequence rewards (masked sum, as veRL's grpo)."""
     return (token_level_rewards * response_mask).sum(dim=-1).float()
 
@@ -84,14 +84,14 @@ def _broadcast(seq_adv: Tensor, response_mask: Tensor) -> tuple[Tensor, Tensor]:
 @register_adv_est("psr")
 def compute_psr_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None, **kwargs):
     """PSR: A = +1 on correct responses, 0 otherwise (resrl.core.advantages.psr_advantages)."""
-    r = _sequence_rewards(token_level_rewards, response_mask)
+    r = sequence_rewards(token_level_rewards, response_mask)
     return _broadcast(A.psr_advantages(r, float(_option(config, "correct_threshold", 0.0))), response_mask)
 
 
 @register_adv_est("nsr")
 def compute_nsr_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None, **kwargs):
     """NSR: A = −1 on incorrect responses, 0 otherwise (resrl.core.advantages.nsr_advantages)."""
-    r = _sequence_rewards(token_level_rewards, response_mask)
+    r = sequence_rewards(token_level_rewards, response_mask)
     return _broadcast(A.nsr_advantages(r, float(_option(config, "correct_threshold", 0.0))), response_mask)
 
 
@@ -99,7 +99,7 @@ def compute_nsr_advantage(token_level_rewards: Tensor, response_mask: Tensor, in
 def compute_w_reinforce_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None,
                                   **kwargs):
     """W-REINFORCE: +λ on correct, −1 on incorrect, no baseline (resrl.core.advantages)."""
-    r = _sequence_rewards(token_level_rewards, response_mask)
+    r = sequence_rewards(token_level_rewards, response_mask)
     lam = float(_option(config, "wreinforce_lambda", 0.1))
     thr = float(_option(config, "correct_threshold", 0.0))
     return _broadcast(A.wreinforce_advantages(r, lam, thr), response_mask)
@@ -110,7 +110,7 @@ def compute_resrl_advantage(token_level_rewards: Tensor, response_mask: Tensor, 
                             resrl_multiplier: Tensor | None = None, resrl_positive: Tensor | None = None,
                             **kwargs):
     """ResRL: Ã = m · Â, Â = resrl.core GRPO advantage, m the rank-computed per-token multiplier."""
-    r = _sequence_rewards(token_level_rewards, response_mask)
+    r = sequence_rewards(token_level_rewards, response_mask)
     gid = group_ids(index, r.device)
     scale = "group" if (config is None or bool(config.get("norm_adv_by_std_in_grpo", True))) else "none"
     adv = A.grpo_advantages(r, gid, float(_option(config, "std_eps", 1e-6)), scale)

@@ -39,7 +39,7 @@ from verl.trainer.ppo.v1.trainer_base import register_trainer
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.utils.seqlen_balancing import log_seqlen_unbalance
 
-from .estimators import pending_multiplier
+from .estimators import group_ids, pending_multiplier, sequence_rewards
 from .layouts import group_preserving_partitions
 from .weights import resrl_config_from
 from .worker import (CAPTURE_KEY, GROUP_FIELD, MULTIPLIER_FIELD, POSITIVE_FIELD, REWARD_FIELD,
@@ -69,15 +69,9 @@ def check_resrl_trainer_config(config) -> None:
     resrl_config_from(algorithm)  # unknown algorithm.resrl keys fail here, before any worker starts
 
 
-def sequence_rewards(token_scores) -> torch.Tensor:
-    """(B,) float32 sequence rewards from veRL's token-level scores (jagged or padded (B, T))."""
-    return torch.stack([row.float().sum() for row in token_scores.unbind(0)])
-
-
-def dense_group_ids(uids) -> torch.Tensor:
-    """veRL uids (strings, any hashable) -> (B,) int64 ids in first-seen order."""
-    ids: dict = {}
-    return torch.tensor([ids.setdefault(str(u), len(ids)) for u in uids], dtype=torch.long)
+def _padded(x) -> torch.Tensor:
+    """TransferQueue's per-row fields come back jagged; (B, T) right-padded with 0."""
+    return torch.nested.to_padded_tensor(x, 0.0) if getattr(x, "is_nested", False) else x
 
 
 @register_trainer(TRAINER_MODE)
@@ -123,11 +117,13 @@ class ResRLPPOTrainer(PPOTrainerSync):
 
     # -- the old-log-prob pass returns the weights -----------------------------------------------
     def _compute_old_log_prob(self, batch, metrics):
-        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "rm_scores"])
+        # the estimator's own reward sum and group ids, so the worker's split is the estimator's
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
+                               select_fields=["uid", "rm_scores", "response_mask"])
         uids = data["uid"]
         uids = uids.tolist() if hasattr(uids, "tolist") else list(uids)
-        fields = TensorDict({REWARD_FIELD: sequence_rewards(data["rm_scores"]), GROUP_FIELD: dense_group_ids(uids)},
-                            batch_size=len(batch))
+        rewards = sequence_rewards(_padded(data["rm_scores"]).float(), _padded(data["response_mask"]).float())
+        fields = TensorDict({REWARD_FIELD: rewards, GROUP_FIELD: group_ids(uids)}, batch_size=len(batch))
         extra_info = dict(batch.extra_info or {})
         batch = tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
         batch.extra_info = {**extra_info, **(batch.extra_info or {}),
@@ -155,4 +151,4 @@ class ResRLPPOTrainer(PPOTrainerSync):
         return batch
 
 
-__all__ = ["ResRLPPOTrainer", "TRAINER_MODE", "check_resrl_trainer_config", "sequence_rewards", "dense_group_ids"]
+__all__ = ["ResRLPPOTrainer", "TRAINER_MODE", "check_resrl_trainer_config"]

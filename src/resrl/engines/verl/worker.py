@@ -50,10 +50,6 @@ MULTIPLIER_FIELD = "resrl_multiplier"
 POSITIVE_FIELD = "resrl_positive"
 
 
-def _non_tensor(data: TensorDict, key: str, default=None):
-    return tu.get_non_tensor_data(data=data, key=key, default=default)
-
-
 def infer_with_capture(engine, data: TensorDict, infer: Callable[[TensorDict], TensorDict | None],
                        config: ResRLConfig, group_size: int | None, *, rank: int | None = None,
                        sp_gather: Callable[[Tensor], Tensor] | None = None,
@@ -77,7 +73,7 @@ def infer_with_capture(engine, data: TensorDict, infer: Callable[[TensorDict], T
         rows = micro_batch[ROW_FIELD]
         prompt_lens = micro_batch["prompts"].offsets().diff()
         response_lens = micro_batch["responses"].offsets().diff()
-        packed = bool(_non_tensor(micro_batch, "use_remove_padding", False))
+        packed = bool(tu.get_non_tensor_data(data=micro_batch, key="use_remove_padding", default=False))
         cu_seqlens = micro_batch["input_ids"].offsets() if packed else None
         micro_batches.append(rows.tolist())
         # veRL's response_mask: 0 on tokens the policy did not generate (multi-turn tool output)
@@ -124,7 +120,7 @@ class ResRLActorRolloutRefWorker(ActorRolloutRefWorker):
         settings = tu.pop(data, key=CAPTURE_KEY, default=None)
         if not settings:
             return super().compute_log_prob(data)
-        if _non_tensor(data, "no_lora_adapter", False):
+        if tu.get_non_tensor_data(data=data, key="no_lora_adapter", default=False):
             raise RuntimeError("ResRL capture was asked for in a pass without the LoRA adapter (the "
                                "reference pass): the weights must come from the policy's own states")
         engine = self.actor.engine
