@@ -73,7 +73,8 @@ def infer_with_capture(engine, data: TensorDict, infer: Callable[[TensorDict], T
         rows = micro_batch[ROW_FIELD]
         prompt_lens = micro_batch["prompts"].offsets().diff()
         response_lens = micro_batch["responses"].offsets().diff()
-        packed = bool(tu.get_non_tensor_data(data=micro_batch, key="use_remove_padding", default=False))
+        # the same default as veRL's prepare_model_inputs, so our cut follows the layout the engine built
+        packed = bool(tu.get_non_tensor_data(data=micro_batch, key="use_remove_padding", default=True))
         cu_seqlens = micro_batch["input_ids"].offsets() if packed else None
         micro_batches.append(rows.tolist())
         # veRL's response_mask: 0 on tokens the policy did not generate (multi-turn tool output)
