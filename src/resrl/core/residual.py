@@ -95,6 +95,23 @@ def _reweighted_groups(tok_group: Tensor, tok_pos: Tensor, num_groups: int) -> T
     return (pos > 0) & (neg > 0)
 
 
+def _batch_groups(hidden, response_mask, advantages, group_index, config, truncated):
+    """What both `resrl_token_advantages` and `resrl_residual_details` start from: the checked
+    config and inputs, the split P = {Â > 0}, the valid-token layout and the reweighted groups.
+    Returns (cfg, mask (B, T) bool, truncated (B,) bool | None, adv (B,) float32, is_pos (B,),
+    layout (TokenLayout), tok_pos (N,) bool per valid token, active (G,) bool)."""
+    cfg = config if config is not None else ResRLConfig()
+    cfg.validate()
+    mask, truncated = _check_inputs(hidden, response_mask, advantages, group_index, truncated)
+    adv = advantages.to(device=hidden.device, dtype=torch.float32)
+    _check_finite_valid(hidden, mask)
+    is_pos = adv > 0                                                   # (B,)  P = {Â > 0}
+    layout = token_layout(mask, group_index)                           # valid tokens, dense group ids
+    tok_pos = is_pos[layout.b]
+    active = _reweighted_groups(layout.group, tok_pos, layout.num_groups)
+    return cfg, mask, truncated, adv, is_pos, layout, tok_pos, active
+
+
 def resrl_token_advantages(
     hidden: Tensor,
     response_mask: Tensor,
@@ -112,22 +129,13 @@ def resrl_token_advantages(
     truncated:     optional (B,) bool, response hit the length limit without EOS
     Returns token_adv (B, T) float32 (0 on padding) and a dict of python-float statistics.
     """
-    cfg = config if config is not None else ResRLConfig()
-    cfg.validate()
-    mask, truncated = _check_inputs(hidden, response_mask, advantages, group_index, truncated)
+    cfg, mask, truncated, adv, is_pos, layout, tok_pos, active = _batch_groups(
+        hidden, response_mask, advantages, group_index, config, truncated)
     B, T, d = hidden.shape
     device = hidden.device
-    adv = advantages.to(device=device, dtype=torch.float32)
-    _check_finite_valid(hidden, mask)
-
-    is_pos = adv > 0                                                   # (B,)  P = {Â > 0}
-    omega = torch.ones(B, T, dtype=torch.float32, device=device)       # ω = 1 unless reweighted
-    layout = token_layout(mask, group_index)                           # valid tokens, dense group ids
     G, tok_group = layout.num_groups, layout.group
-    tok_pos = is_pos[layout.b]
-
+    omega = torch.ones(B, T, dtype=torch.float32, device=device)       # ω = 1 unless reweighted
     has_pos = torch.bincount(layout.gid[is_pos], minlength=G) > 0
-    active = _reweighted_groups(tok_group, tok_pos, G)
 
     stats_acc = _StatsAccumulator(device)
     if bool(active.any()):
@@ -179,18 +187,11 @@ def resrl_residual_details(hidden: Tensor, response_mask: Tensor, advantages: Te
     Inputs as `resrl_token_advantages` (hidden (B, T, d), response_mask (B, T), advantages (B,),
     group_index (B,)); the subspaces are exactly those its weights use (same sampling, same SVD).
     Float64 states give float64 results."""
-    cfg = config if config is not None else ResRLConfig()
-    cfg.validate()
-    mask, _ = _check_inputs(hidden, response_mask, advantages, group_index, None)
+    cfg, _, _, _, is_pos, layout, tok_pos, active = _batch_groups(
+        hidden, response_mask, advantages, group_index, config, None)
     B, T, d = hidden.shape
     device = hidden.device
-    adv = advantages.to(device=device, dtype=torch.float32)
-    _check_finite_valid(hidden, mask)
-    is_pos = adv > 0
-    layout = token_layout(mask, group_index)
     G, tok_group = layout.num_groups, layout.group
-    tok_pos = is_pos[layout.b]
-    active = _reweighted_groups(tok_group, tok_pos, G)
     dtype = compute_dtype(hidden)
     residual = torch.full((B * T,), float("nan"), dtype=dtype, device=device)
     if not bool(active.any()):
@@ -199,16 +200,11 @@ def resrl_residual_details(hidden: Tensor, response_mask: Tensor, advantages: Te
                                torch.zeros(G, dtype=torch.long, device=device), residual.view(B, T))
     mu, V, eff_k = _fit_positive_subspaces(hidden, layout, tok_pos, is_pos, active, cfg, _StatsAccumulator(device))
     sel = active[tok_group].nonzero(as_tuple=True)[0]
-    flat, rank, groups_in_order, counts_h = _sorted_by_group_size(layout.flat[sel], tok_group[sel], active)
-    n0 = 0
-    for g0, g1 in _size_sorted_chunks(counts_h, 2 * d * 4, cfg.chunk_mb << 20):
-        n1 = n0 + sum(counts_h[g0:g1])
-        index = pad_by_group(rank[n0:n1] - g0, g1 - g0, counts_h[g0])
-        groups = groups_in_order[g0:g1]
-        R, _ = _residual_energy(hidden, flat[n0:n1], index, mu[groups], V[groups], cfg.ln_eps)
+    order = _sorted_by_group_size(layout.flat[sel], tok_group[sel], active)
+    for _, _, flat, index, groups in _group_chunks(*order, d, cfg.chunk_mb << 20):
+        R, _ = _residual_energy(hidden, flat, index, mu[groups], V[groups], cfg.ln_eps)
         valid = index >= 0
-        residual[flat[n0:n1][index[valid]]] = R[valid].to(dtype)
-        n0 = n1
+        residual[flat[index[valid]]] = R[valid].to(dtype)
     return ResidualDetails(layout.gid, active, mu, V, eff_k, residual.view(B, T))
 
 
@@ -282,6 +278,18 @@ def _sorted_by_group_size(items_flat: Tensor, items_group: Tensor, active: Tenso
     return items_flat[o], rank[o], order[:Ga], counts[order[:Ga]].tolist()
 
 
+def _group_chunks(items_flat, items_rank, groups_in_order, counts: list[int], d: int, budget: int):
+    """The items of `_sorted_by_group_size`, chunk by chunk of groups of similar size
+    (`_size_sorted_chunks`): yields (g0, g1, flat (n,), index (Gc, N_pad) into flat with −1 on
+    padding, groups (Gc,)) for groups [g0, g1) of the order."""
+    n0 = 0
+    for g0, g1 in _size_sorted_chunks(counts, 2 * d * 4, budget):
+        n1 = n0 + sum(counts[g0:g1])
+        yield g0, g1, items_flat[n0:n1], pad_by_group(items_rank[n0:n1] - g0, g1 - g0, counts[g0]), \
+            groups_in_order[g0:g1]
+        n0 = n1
+
+
 def _reweight_active_groups(hidden, layout, tok_pos, is_pos, active, cfg, omega, stats_acc):
     """Fill ω (B, T) for the negative tokens of every reweighted group (spec §2 steps 3-7).
 
@@ -299,18 +307,11 @@ def _reweight_active_groups(hidden, layout, tok_pos, is_pos, active, cfg, omega,
     neg_sel = (sel & ~tok_pos).nonzero(as_tuple=True)[0]
     neg_flat, neg_rank, neg_groups, neg_counts_h = _sorted_by_group_size(
         layout.flat[neg_sel], tok_group[neg_sel], active)
-    omega_neg = torch.empty(neg_flat.numel(), dtype=torch.float32, device=device)
-    n0 = 0
-    for g0, g1 in _size_sorted_chunks(neg_counts_h, 2 * d * 4, budget):
-        n1 = n0 + sum(neg_counts_h[g0:g1])
-        index = pad_by_group(neg_rank[n0:n1] - g0, g1 - g0, neg_counts_h[g0])
-        groups = neg_groups[g0:g1]
-        w = _negative_weights(hidden, neg_flat[n0:n1], index, torch.tensor(neg_counts_h[g0:g1], device=device),
+    for g0, g1, flat, index, groups in _group_chunks(neg_flat, neg_rank, neg_groups, neg_counts_h, d, budget):
+        w = _negative_weights(hidden, flat, index, torch.tensor(neg_counts_h[g0:g1], device=device),
                               mu[groups], V[groups], eff_k[groups], cfg, stats_acc)
         valid = index >= 0
-        omega_neg[n0:n1][index[valid]] = w[valid].float()
-        n0 = n1
-    omega.view(-1)[neg_flat] = omega_neg
+        omega.view(-1)[flat[index[valid]]] = w[valid].float()
 
 
 def _fit_positive_subspaces(hidden, layout, tok_pos, is_pos, active, cfg, stats_acc):
@@ -334,16 +335,11 @@ def _fit_positive_subspaces(hidden, layout, tok_pos, is_pos, active, cfg, stats_
     mu = torch.zeros(G, d, device=device, dtype=dtype)
     V = torch.zeros(G, d, k_max, device=device, dtype=dtype)
     eff_k = torch.zeros(G, dtype=torch.long, device=device)
-    p0 = 0
-    for g0, g1 in _size_sorted_chunks(pos_counts_h, 2 * d * 4, budget):
-        p1 = p0 + sum(pos_counts_h[g0:g1])
-        index = pad_by_group(pos_rank[p0:p1] - g0, g1 - g0, pos_counts_h[g0])
-        groups = pos_groups[g0:g1]
+    for g0, g1, flat, index, groups in _group_chunks(pos_flat, pos_rank, pos_groups, pos_counts_h, d, budget):
         k_chunk = max(max(eff_k_h[g0:g1]), 1)
         eff_k_c = torch.tensor(eff_k_h[g0:g1], device=device)
-        mu_c, V_c = _positive_subspace(hidden, pos_flat[p0:p1], index, eff_k_c, k_chunk, cfg, test_matrix, stats_acc)
+        mu_c, V_c = _positive_subspace(hidden, flat, index, eff_k_c, k_chunk, cfg, test_matrix, stats_acc)
         mu[groups], V[groups, :, :k_chunk], eff_k[groups] = mu_c, V_c, eff_k_c
-        p0 = p1
     stats_acc.num_pos.append(torch.tensor(pos_counts_h, dtype=torch.float32, device=device))
     return mu, V, eff_k
 
