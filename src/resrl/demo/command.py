@@ -13,8 +13,8 @@ def register(subparsers) -> None:
         help="offline demo: warm-start a tiny model on chained addition, RL with each algorithm, report + plots",
         description="Builds a tiny Qwen3 model and a chained-addition task, warm-starts it, trains it with "
                     "each algorithm from the same warm start (same seed and budget), evaluates Avg@k / Pass@k "
-                    "on a held-out split and writes report.md and PNG plots. Fully offline; about 10 minutes "
-                    "on 2 CPU cores (--quick: about a minute).",
+                    "on a held-out split and writes report.md and PNG plots. Fully offline; about 6 minutes "
+                    "on 2 CPU cores (--quick: about 20 s).",
     )
     p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
     p.add_argument("--algorithms", default="grpo,w-reinforce,resrl",
