@@ -322,7 +322,8 @@ def test_trainer_hooks_from_balance_to_advantage(model, monkeypatch):
     keys = [f"{u}_0_{i}" for i, u in enumerate(uids)]
     fields = {"prompts": nested([p for p, _ in rows]), "responses": nested([r for _, r in rows]),
               "response_mask": nested([torch.ones(len(r), dtype=torch.long) for _, r in rows]),
-              "rm_scores": nested([torch.cat([torch.zeros(len(r) - 1), rewards[i:i + 1]]) for i, (_, r) in enumerate(rows)]),
+              "rm_scores": nested([torch.cat([torch.zeros(len(r) - 1), rewards[i:i + 1]])   # the score on the last token
+                                   for i, (_, r) in enumerate(rows)]),
               "uid": NonTensorStack(*uids)}
     batch = tq.kv_batch_put(keys, "train", fields=TensorDict(fields, batch_size=B),
                             tags=[{"seq_len": len(p) + len(r)} for p, r in rows])

@@ -69,6 +69,11 @@ def check_resrl_trainer_config(config) -> None:
     resrl_config_from(algorithm)  # unknown algorithm.resrl keys fail here, before any worker starts
 
 
+def _as_list(values) -> list:
+    """TransferQueue's non-tensor field (veRL's uids) as a python list."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
 def _padded(x) -> torch.Tensor:
     """TransferQueue's per-row fields come back jagged; (B, T) right-padded with 0."""
     return torch.nested.to_padded_tensor(x, 0.0) if getattr(x, "is_nested", False) else x
@@ -107,8 +112,7 @@ class ResRLPPOTrainer(PPOTrainerSync):
                 f"is not a multiple of {multiple} (dp size {dp_size} x rollout.n {n}, and the PPO mini-batch): "
                 "veRL would pad it with rows that form partial groups. Choose data.train_batch_size and "
                 "actor_rollout_ref.actor.ppo_mini_batch_size so that it is")
-        uids = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid"])["uid"]
-        uids = [str(u) for u in (uids.tolist() if hasattr(uids, "tolist") else list(uids))]
+        uids = _as_list(tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid"])["uid"])
         seq_lens = [int(tag["seq_len"]) for tag in batch.tags]
         partitions = group_preserving_partitions(seq_lens, uids, dp_size)
         batch.reorder([j for part in partitions for j in part])
@@ -120,10 +124,9 @@ class ResRLPPOTrainer(PPOTrainerSync):
         # the estimator's own reward sum and group ids, so the worker's split is the estimator's
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
                                select_fields=["uid", "rm_scores", "response_mask"])
-        uids = data["uid"]
-        uids = uids.tolist() if hasattr(uids, "tolist") else list(uids)
         rewards = sequence_rewards(_padded(data["rm_scores"]).float(), _padded(data["response_mask"]).float())
-        fields = TensorDict({REWARD_FIELD: rewards, GROUP_FIELD: group_ids(uids)}, batch_size=len(batch))
+        groups = group_ids(_as_list(data["uid"]))
+        fields = TensorDict({REWARD_FIELD: rewards, GROUP_FIELD: groups}, batch_size=len(batch))
         extra_info = dict(batch.extra_info or {})
         batch = tq.kv_batch_put(keys=batch.keys, partition_id=batch.partition_id, fields=fields)
         batch.extra_info = {**extra_info, **(batch.extra_info or {}),
@@ -140,8 +143,8 @@ class ResRLPPOTrainer(PPOTrainerSync):
     def _compute_advantage(self, batch, metrics):
         data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id,
                                select_fields=[MULTIPLIER_FIELD, POSITIVE_FIELD])
-        rows = list(data[MULTIPLIER_FIELD].unbind(0))
-        multiplier = torch.nn.utils.rnn.pad_sequence([r.float() for r in rows], batch_first=True)  # (B, T)
+        multiplier = _padded(data[MULTIPLIER_FIELD]).float()                    # (B, T)
+        rows = data[MULTIPLIER_FIELD].unbind(0)
         positive = data[POSITIVE_FIELD].bool().reshape(-1)
         with pending_multiplier(multiplier, positive):
             batch = super()._compute_advantage(batch, metrics)
