@@ -434,7 +434,7 @@ def run_training(
         from resrl.checkpoint import publish
 
         if not config.checkpoint.save_steps or trainer.state.global_step % config.checkpoint.save_steps:
-            trainer._save_checkpoint(trainer.model, trial=None)
+            trainer.save_checkpoint()
         result.final_checkpoint = latest_checkpoint(output_dir)
         staged = output_dir / ".staging-model"
         trainer.save_model(str(staged))  # every process takes part (sharded models)

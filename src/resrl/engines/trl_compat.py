@@ -1,0 +1,283 @@
+"""Every private TRL touch-point of the TRL engine, in one module.
+
+`resrl.engines.trl.ResRLTrainer` subclasses TRL's `GRPOTrainer`. What it cannot tell TRL through
+TRL's public surface it does here, and only here; the other engine modules go through the names
+below and never touch `trainer._x` themselves. Read against the TRL releases in `READ_AGAINST`;
+`tests/test_trl_compat.py` has one test per touch-point that fails when TRL changes the thing
+relied on (a method's signature, the batch keys, the order of calls, a private attribute).
+
+1. Private methods TRL calls by name, overridden by `GRPOHooks` (the adapter's base class), each
+   handing over to a named method of the adapter:
+
+       _prepare_inputs                    TRL's copy, with a whole-group shuffle (see below)
+         _generate_and_score_completions  -> adapter.generation_round(inputs)
+           (TRL's own, through trl_generate_and_score):
+             _calculate_rewards           keeps the round's weighted rewards for the adapter
+             _get_per_token_logps_and_entropies   no-grad old log-probs (when TRL runs that pass)
+       training_step -> compute_loss
+         _compute_loss                    -> adapter.compute_policy_loss(model, inputs)
+           _get_per_token_logps_and_entropies     the training forward
+         _step += 1                       once per micro-batch, after the loss
+       _save_checkpoint                   -> adapter.write_checkpoint(model, trial, write=TRL's)
+       _load_from_checkpoint              TRL's, then adapter.checkpoint_loaded(path)
+
+   Every `_get_per_token_logps_and_entropies` call (TRL's and the adapter's own, through
+   `per_token_logps`) goes through `adapter.policy_forward(...)`, which may record hidden states.
+2. Private state: `_step`, `_buffered_inputs` (in `_prepare_inputs` only), `_metrics`
+   (`metrics(trainer, mode)`), `_tokenizer` (`tokenizer(trainer)`).
+3. Undocumented public attributes of a GRPOTrainer the engine reads: `TRAINER_ATTRIBUTES`.
+4. The keys of TRL's generation batch the engine reads or writes: `BATCH_KEYS`.
+5. vLLM's weight stream `VLLMGeneration._iter_named_params`, wrapped by `filter_vllm_weights`.
+6. TRL internals imported: `RepeatSampler`, `identity`, `split_tensor_dict`, `use_adapter`,
+   `split_pixel_values_by_grid`, `unsplit_pixel_values_by_grid`, and for the reference model
+   `create_model_from_path`, `get_config_model_id`, `disable_dropout_in_model`,
+   `add_fused_lm_head`, `prepare_deepspeed`, `prepare_fsdp` (`TRL_FUNCTIONS` lists them with the
+   parameters the engine passes).
+
+`_prepare_inputs` is TRL 1.16's with one change, the shuffle: TRL permutes rows
+(`shuffle_sequence_dict`); here whole groups move (`resrl.engines.batches.shuffle_groups`), so that
+micro-batches that are multiples of the group size hold whole groups (ResRL's aligned mode). TRL's
+vision-language pixel-value split and unsplit around the shuffle are kept as TRL has them.
+(`PREPARE_INPUTS_CALLS` records TRL's sequence; a compat test fails when TRL's changes.)
+
+Installed TRL outside `READ_AGAINST`: a warning (`UntestedTRLWarning`) at import, not an error —
+the suite's compat tests decide (docs/install.md, "Admitting a new TRL release").
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+
+import torch
+import trl
+from packaging.version import Version
+from trl import GRPOTrainer
+from trl.models import prepare_deepspeed, prepare_fsdp
+from trl.trainer.utils import (RepeatSampler, add_fused_lm_head, create_model_from_path, disable_dropout_in_model,
+                               get_config_model_id, identity, split_pixel_values_by_grid, split_tensor_dict,
+                               unsplit_pixel_values_by_grid, use_adapter)
+
+from resrl.engines.batches import shuffle_groups
+
+__all__ = [
+    "READ_AGAINST", "UntestedTRLWarning", "check_trl_version", "GRPOHooks", "GRPOTrainer", "BATCH_KEYS",
+    "TRL_BATCH_KEYS", "TRAINER_ATTRIBUTES", "metrics", "current_step", "tokenizer", "filter_vllm_weights",
+    "RepeatSampler", "identity", "use_adapter", "create_model_from_path", "get_config_model_id",
+    "disable_dropout_in_model", "add_fused_lm_head", "prepare_deepspeed", "prepare_fsdp",
+]
+
+# [first release read, first release not read): the code below was read against trl 1.16.0
+READ_AGAINST = ("1.16.0", "1.17")
+COMPAT_TESTS = "tests/test_trl_compat.py"
+
+
+class UntestedTRLWarning(UserWarning):
+    """The installed TRL is outside the releases this engine was read against."""
+
+
+def trl_version_problem(version: str) -> str | None:
+    """None when `version` is in READ_AGAINST, else the warning's text."""
+    low, below = (Version(v) for v in READ_AGAINST)
+    v = Version(version)
+    if low <= v and v.release < below.release:  # 1.17.0.dev0 is 1.17 already
+        return None
+    return (f"resrl's TRL engine was read against trl >={READ_AGAINST[0]},<{READ_AGAINST[1]}; trl {version} is "
+            f"installed. It overrides GRPOTrainer internals: run {COMPAT_TESTS} (then the engine tests) before "
+            "trusting a training run, or install a trl in that range")
+
+
+def check_trl_version(version: str | None = None) -> bool:
+    """Warn (UntestedTRLWarning) when the installed TRL is outside READ_AGAINST; True when inside."""
+    problem = trl_version_problem(trl.__version__ if version is None else version)
+    if problem is not None:
+        warnings.warn(problem, UntestedTRLWarning, stacklevel=2)
+    return problem is None
+
+
+check_trl_version()
+
+
+# ---- 4. the generation batch ---------------------------------------------------------------------
+
+# keys of the dict TRL's `_generate_and_score_completions` returns that the engine reads
+# (name -> when TRL sets it)
+TRL_BATCH_KEYS = {
+    "prompt_ids": "always", "prompt_mask": "always", "completion_ids": "always", "completion_mask": "always",
+    "advantages": "always (replaced by the engine's (B, T) token advantages)",
+    "num_items_in_batch": "always (the engine recomputes it after dynamic sampling and for step rows)",
+    "old_per_token_logps": "when generation and updates are misaligned, or vLLM importance sampling is on",
+    "ref_per_token_logps": "when beta != 0",
+    "importance_sampling_ratio": "with vLLM and vllm_importance_sampling_correction",
+    "tool_mask": "with tools / environments / rollout_func returning one (multi-turn)",
+}
+# the engine's own per-row keys in the same dict ((B,) rows; engines/batches.py keeps them with the rows)
+ENGINE_ROW_KEYS = ("rewards", "group_index", "truncated")
+BATCH_KEYS = (*TRL_BATCH_KEYS, *ENGINE_ROW_KEYS)
+
+# ---- 3. GRPOTrainer attributes (no underscore, not documented) the engine reads ---------------------
+
+TRAINER_ATTRIBUTES = (
+    "accelerator", "args", "model", "ref_model", "processing_class", "train_dataset", "state",
+    "num_generations", "num_iterations", "temperature", "beta", "eos_token_ids", "reward_weights",
+    "use_vllm", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "rollout_func",
+    "aux_loss_enabled", "router_aux_loss_coef", "current_gradient_accumulation_steps",
+    "is_deepspeed_enabled", "is_fsdp_enabled", "get_high_entropy_mask",
+)
+# 2. private attributes (set in GRPOTrainer.__init__) the engine reads or writes
+PRIVATE_ATTRIBUTES = ("_step", "_buffered_inputs", "_metrics", "_tokenizer")
+
+# 6. the TRL functions the engine calls, with the parameters it passes
+TRL_FUNCTIONS = {
+    RepeatSampler: ("data_source", "mini_repeat_count", "batch_size", "repeat_count", "shuffle", "seed"),
+    identity: ("x",),
+    split_tensor_dict: ("tensor_dict", "num_chunks"),
+    split_pixel_values_by_grid: ("batch",),
+    unsplit_pixel_values_by_grid: ("batch",),
+    use_adapter: ("model", "adapter_name"),
+    create_model_from_path: ("model_id",),  # + **kwargs (model_init_kwargs)
+    get_config_model_id: ("config",),
+    disable_dropout_in_model: ("model",),
+    add_fused_lm_head: ("model", "temperature", "cast_lm_head_to_fp32"),
+    prepare_deepspeed: ("model", "accelerator"),
+    prepare_fsdp: ("model", "accelerator"),
+}
+
+# 1. the private methods overridden or called, with the parameters TRL passes / the engine passes
+TRL_METHODS = {
+    "_prepare_inputs": ("generation_batch",),
+    "_generate_and_score_completions": ("inputs",),
+    "_calculate_rewards": ("inputs", "prompts", "completions", "completion_ids_list"),
+    "_get_per_token_logps_and_entropies": ("model", "input_ids", "attention_mask", "logits_to_keep", "batch_size",
+                                           "compute_entropy", "compute_aux_loss"),
+    "_compute_loss": ("model", "inputs"),
+    "_save_checkpoint": ("model", "trial"),
+    "_load_from_checkpoint": ("resume_from_checkpoint", "model"),
+    "training_step": ("model", "inputs", "num_items_in_batch"),
+}
+# what TRL 1.16's `_prepare_inputs` calls in training, in order (the copy below follows it)
+PREPARE_INPUTS_CALLS = ("_generate_and_score_completions", "split_pixel_values_by_grid", "shuffle_sequence_dict",
+                        "split_tensor_dict", "unsplit_pixel_values_by_grid")
+
+
+# ---- 2. private state ----------------------------------------------------------------------------
+
+def metrics(trainer: GRPOTrainer, mode: str) -> dict[str, list]:
+    """TRL's metric lists for `mode` ("train" | "eval"): append a value, TRL averages them at each log."""
+    return trainer._metrics[mode]
+
+
+def current_step(trainer: GRPOTrainer) -> int:
+    """Micro-batches run so far (TRL's `_step`, advanced once per micro-batch after its loss)."""
+    return trainer._step
+
+
+def tokenizer(trainer: GRPOTrainer):
+    """The text tokenizer (the processing class itself, or a processor's tokenizer)."""
+    return trainer._tokenizer
+
+
+# ---- 5. vLLM's weight sync -------------------------------------------------------------------------
+
+def filter_vllm_weights(trainer: GRPOTrainer,
+                        keep: Callable[[Iterable[tuple[str, torch.Tensor]]], Iterable[tuple[str, torch.Tensor]]]):
+    """Pass the (name, tensor) stream TRL sends to vLLM at each weight sync through `keep`."""
+    generation = trainer.vllm_generation
+    iterate = generation._iter_named_params
+    generation._iter_named_params = lambda: keep(iterate())
+
+
+# ---- 1. the overridden methods ---------------------------------------------------------------------
+
+class GRPOHooks(GRPOTrainer):
+    """The private GRPOTrainer / Trainer methods TRL calls by name, each handed to a named method of the
+    subclass (`resrl.engines.trl.ResRLTrainer`), which implements:
+
+        generation_round(inputs) -> batch           one generation round (TRL's local prompts)
+        compute_policy_loss(model, inputs) -> loss  one micro-batch's loss
+        policy_forward(model, input_ids, logits_to_keep, forward) -> forward()'s result, states recorded
+        write_checkpoint(model, trial, write)       write() is TRL's checkpoint writer
+        checkpoint_loaded(path)                     after TRL loaded a checkpoint
+    """
+
+    _round_rewards: torch.Tensor | None = None
+
+    # -- calls into TRL --------------------------------------------------------------------------
+
+    def trl_generate_and_score(self, inputs) -> tuple[dict, torch.Tensor]:
+        """TRL's generate-and-score (generation, rewards gathered over processes, old log-probs when
+        TRL computes them) and the round's weighted rewards of all processes ((global B,), NaN-summed
+        over reward functions as TRL sums them), which TRL keeps out of its batch."""
+        self._round_rewards = None
+        out = super()._generate_and_score_completions(inputs)
+        rewards, self._round_rewards = self._round_rewards, None
+        if rewards is None:
+            raise RuntimeError("TRL's _generate_and_score_completions did not call _calculate_rewards: "
+                               f"the TRL engine does not know this TRL ({trl.__version__}); see {COMPAT_TESTS}")
+        return out, rewards
+
+    def per_token_logps(self, model, input_ids, attention_mask, logits_to_keep, **kwargs):
+        """TRL's chunked forward: (log-probs (B, C), entropies | None, aux loss | None); through
+        `policy_forward`, like TRL's own calls."""
+        return self._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep, **kwargs)
+
+    def save_checkpoint(self) -> None:
+        """Write a checkpoint of the current step now (e.g. the final one), through TRL's path."""
+        self._save_checkpoint(self.model, trial=None)
+
+    # -- TRL calls these ---------------------------------------------------------------------------
+
+    def _prepare_inputs(self, generation_batch):
+        # TRL's, but the shuffle moves whole groups (see the module docstring)
+        if not self.model.training:
+            return super()._prepare_inputs(generation_batch)
+        generate_every = self.args.steps_per_generation * self.num_iterations
+        if self._step % generate_every == 0 or self._buffered_inputs is None:
+            batch = self._generate_and_score_completions(generation_batch)
+            batch = split_pixel_values_by_grid(batch)
+            batch = shuffle_groups(batch)
+            batches = split_tensor_dict(batch, self.args.steps_per_generation)
+            self._buffered_inputs = [unsplit_pixel_values_by_grid(b) for b in batches]
+        return self._buffered_inputs[self._step % self.args.steps_per_generation]
+
+    def _generate_and_score_completions(self, inputs):
+        return self.generation_round(inputs)
+
+    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
+        rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        weights = self.reward_weights.to(rewards_per_func.device)
+        self._round_rewards = (rewards_per_func * weights[None]).nansum(dim=1)  # (global B,)
+        return rewards_per_func
+
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
+        def forward():
+            return super(GRPOHooks, self)._get_per_token_logps_and_entropies(
+                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+        return self.policy_forward(model, input_ids, logits_to_keep, forward)
+
+    def _compute_loss(self, model, inputs):
+        return self.compute_policy_loss(model, inputs)
+
+    def _save_checkpoint(self, model, trial):
+        self.write_checkpoint(model, trial, write=lambda: super(GRPOHooks, self)._save_checkpoint(model, trial))
+
+    def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
+        super()._load_from_checkpoint(resume_from_checkpoint, model)
+        self.checkpoint_loaded(resume_from_checkpoint)
+
+    # -- the subclass implements these ---------------------------------------------------------------
+
+    def generation_round(self, inputs) -> dict:
+        raise NotImplementedError
+
+    def compute_policy_loss(self, model, inputs) -> torch.Tensor:
+        raise NotImplementedError
+
+    def policy_forward(self, model, input_ids, logits_to_keep, forward):
+        return forward()
+
+    def write_checkpoint(self, model, trial, write: Callable[[], None]) -> None:
+        write()
+
+    def checkpoint_loaded(self, path) -> None:
+        pass
