@@ -301,17 +301,6 @@ class TrainConfig:
                 f"config key 'checkpoint.save_steps' ({self.checkpoint.save_steps}) must be a multiple of the "
                 f"updates per generation round ({updates_per_round}) so that a resumed run regenerates nothing"
             )
-        if self.engine.resrl_mode == "aligned" and not self.aligned_possible(num_processes):
-            raise ConfigError(
-                "config key 'engine.resrl_mode' is 'aligned' but a device micro-batch does not hold whole groups "
-                "of one generation round (needs micro_batch_size a multiple of group_size, one update per round, "
-                "num_iterations 1 and algorithm.scale_rewards != 'batch'); use 'auto' or 'extra-pass'"
-            )
-        if self.dynamic_sampling and num_processes > 1 and (t.rollout_prompts % num_processes):
-            raise ConfigError(
-                "config key 'engine.dynamic_sampling' needs train.rollout_prompts to be a multiple of the number "
-                "of processes (whole groups per process)"
-            )
         if self.reward.timeout_s <= 0:
             raise ConfigError(f"config key 'reward.timeout_s' must be > 0, got {self.reward.timeout_s}")
         if self.reward.num_workers < 1:
@@ -342,20 +331,19 @@ class TrainConfig:
                               "or neither")
         if self.env.name is not None and (self.env.max_turns < 1 or self.env.max_step_tokens < 1):
             raise ConfigError("config keys 'env.max_turns' and 'env.max_step_tokens' must be >= 1")
-        self._validate_env(num_processes)
+        self._validate_env()
+        # the combination rules the trainer checks too (one copy: resrl.engines.rules)
+        from resrl.engines import rules
+
+        rules.check(self.run_layout(num_processes), "config", ConfigError)
         if self.env.name == "bfcl" and not str(self.data.train or "").startswith("bfcl:"):
             raise ConfigError("config key 'env.name' is bfcl: data.train must be a BFCL multi-turn category, "
                               "e.g. bfcl:multi_turn_base")
 
-    def _validate_env(self, num_processes: int) -> None:
-        from resrl.core.registry import ALGORITHMS
-
-        e, spec = self.env, ALGORITHMS[self.algorithm.name]
+    def _validate_env(self) -> None:
+        e = self.env
         if e.layout not in ("concat", "step"):
             raise ConfigError(f"config key 'env.layout' must be concat or step, got {e.layout!r}")
-        if spec.step_level and not (e.name is not None and e.layout == "step"):
-            raise ConfigError(f"config key 'algorithm.name' is {self.algorithm.name!r}, a step-level algorithm: it needs "
-                              "an environment with env.layout: step (one sample per environment step)")
         if e.layout != "step":
             if e.name == "alfworld":
                 raise ConfigError("config key 'env.layout': env.name alfworld trains with env.layout: step (a 50-step "
@@ -375,22 +363,7 @@ class TrainConfig:
                 raise ConfigError(f"config key 'env.{key}' must be {allowed}, got {getattr(e, key)!r}")
         if not isinstance(e.options, dict):
             raise ConfigError(f"config key 'env.options' must be a mapping, got {e.options!r}")
-        from resrl.core.registry import captured_states
-
-        if captured_states(self.algorithm)[1] or (self.algorithm.name == "gigpo-resrl"
-                                                  and self.algorithm.resrl.weighting != "residual"):
-            raise ConfigError(f"config keys 'algorithm.name' / 'algorithm.resrl.weighting': {self.algorithm.name!r} with "
-                              f"weighting {self.algorithm.resrl.weighting!r} needs the output head's sketch, which "
-                              "env.layout step does not capture; use resrl or gigpo-resrl with weighting residual")
-        if self.engine.resrl_mode == "aligned":
-            raise ConfigError("config key 'engine.resrl_mode': aligned is impossible with env.layout step (a game's "
-                              "step rows are split over micro-batches); use auto or extra-pass")
-        if self.dynamic_sampling:
-            raise ConfigError("config key 'engine.dynamic_sampling' (or a dapo algorithm) is not supported with "
-                              "env.layout step")
-        if self.train.rollout_prompts % num_processes:
-            raise ConfigError(f"config key 'train.rollout_prompts' ({self.train.rollout_prompts}) must be a multiple "
-                              f"of the {num_processes} processes with env.layout step (whole games per process)")
+        # (the step layout's combinations with algorithms and engine settings: resrl.engines.rules)
 
     @property
     def dynamic_sampling(self) -> bool:
@@ -400,12 +373,18 @@ class TrainConfig:
 
         return bool(ALGORITHMS[self.algorithm.name].dynamic_sampling)
 
-    def aligned_possible(self, num_processes: int = 1) -> bool:
-        from resrl.engines.batches import aligned_layout_possible
+    def run_layout(self, num_processes: int = 1):
+        """The run as the engine's combination rules see it (resrl.engines.rules.RunLayout)."""
+        from resrl.engines.rules import RunLayout
 
         micro, accumulation, per_round = self.trl_batch_shape(num_processes)
-        return aligned_layout_possible(micro, self.train.group_size, per_round, accumulation,
-                                       self.train.num_iterations, getattr(self.algorithm, "scale_rewards", "group"))
+        return RunLayout(self.algorithm, self.env.name is not None and self.env.layout == "step",
+                         self.engine.resrl_mode, self.engine.dynamic_sampling, self.train.group_size, micro, per_round,
+                         accumulation, self.train.num_iterations, num_processes,
+                         use_vllm=bool(self.trl.get("use_vllm", False)))
+
+    def aligned_possible(self, num_processes: int = 1) -> bool:
+        return self.run_layout(num_processes).aligned_possible
 
     def to_dict(self) -> dict:
         return to_dict(self)
