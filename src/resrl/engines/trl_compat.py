@@ -155,9 +155,35 @@ TRL_METHODS = {
     "_load_from_checkpoint": ("resume_from_checkpoint", "model"),
     "training_step": ("model", "inputs", "num_items_in_batch"),
 }
-# what TRL 1.16's `_prepare_inputs` calls in training, in order (the copy below follows it)
+# what TRL 1.16's `_prepare_inputs` calls, in source order (training branch, then evaluation); the
+# copy in GRPOHooks calls the same with shuffle_groups for shuffle_sequence_dict and TRL's own for eval
 PREPARE_INPUTS_CALLS = ("_generate_and_score_completions", "split_pixel_values_by_grid", "shuffle_sequence_dict",
-                        "split_tensor_dict", "unsplit_pixel_values_by_grid")
+                        "split_tensor_dict", "unsplit_pixel_values_by_grid", "_generate_and_score_completions")
+
+# What TRL 1.16's `_compute_loss` (replaced by ResRLTrainer.compute_policy_loss) reads of the
+# trainer, and what became of each. A name TRL starts reading there is an option the engine would
+# drop silently: the compat tests fail until it is classified here (and honoured or refused).
+_USED, _ADOPTED, _REFUSED = "used as TRL uses it", "honoured by resrl.core.loss", "refused (UNSUPPORTED_TRL_OPTIONS)"
+_LOSS_TYPE = "refused with loss_type != 'dapo'"
+COMPUTE_LOSS_READS = {
+    "_get_per_token_logps_and_entropies": _USED, "_metrics": _USED, "accelerator": _USED, "args": _USED,
+    "model": _USED, "aux_loss_enabled": _USED, "router_aux_loss_coef": _USED,
+    "current_gradient_accumulation_steps": _USED, "get_high_entropy_mask": _USED, "args.steps_per_generation": _USED,
+    "top_entropy_quantile": _ADOPTED, "importance_sampling_level": _ADOPTED, "use_vllm": _ADOPTED,
+    "vllm_importance_sampling_correction": _ADOPTED,
+    "beta": "TRL's switch for log π_ref; the KL coefficient is loss_config.kl_coef (the runner sets beta to it)",
+    "epsilon_low": "the clip range is loss_config's (the runner sets GRPOConfig.epsilon to it)",
+    "epsilon_high": "the clip range is loss_config's (the runner sets GRPOConfig.epsilon_high to it)",
+    "args.use_bias_correction_kl": "not applied: resrl.core.loss's KL has no importance-ratio correction",
+    "max_completion_length": "dr_grpo's normaliser: " + _LOSS_TYPE, "loss_type": _LOSS_TYPE,
+    "args.sapo_temperature_neg": _LOSS_TYPE, "args.sapo_temperature_pos": _LOSS_TYPE,
+    "args.vespo_k_neg": _LOSS_TYPE, "args.vespo_k_pos": _LOSS_TYPE, "args.vespo_lambda_neg": _LOSS_TYPE,
+    "args.vespo_lambda_pos": _LOSS_TYPE, "get_gamma_weights": _LOSS_TYPE,
+    "off_policy_mask_threshold": _REFUSED, "get_off_policy_mask": _REFUSED, "args.delta": _REFUSED,
+    "use_adaptive_entropy": _REFUSED, "entropy_coef": _REFUSED, "_entropy_bonus_enabled": _REFUSED,
+    "_entropy_window_stats": _REFUSED, "_last_world_entropy": _REFUSED, "args.entropy_coef_delta": _REFUSED,
+    "args.entropy_coef_max": _REFUSED, "args.entropy_coef_min": _REFUSED, "args.entropy_target": _REFUSED,
+}
 
 
 # ---- 2. private state ----------------------------------------------------------------------------
