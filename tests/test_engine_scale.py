@@ -13,7 +13,7 @@ from train_helpers import build_small_model, length_reward, overrides, toy_datas
 
 from resrl.core.loss import LossConfig, kl_estimate, policy_loss
 from resrl.engines import trl as trl_engine
-from resrl.engines.hidden import align_response_hidden, reference_penultimate
+from resrl.engines.hidden import PenultimateHidden, align_response_hidden, reference_penultimate
 from resrl.train import ConfigError, load_config, run_training
 
 
@@ -131,13 +131,13 @@ def test_gradient_checkpointing_with_the_hook(model_dir, tmp_path, monkeypatch):
     """The backward's recomputation of the checkpointed layers is never captured: same weights,
     same update as without checkpointing."""
     captured = []
-    real = trl_engine.PenultimateHidden._hook
+    real = PenultimateHidden._hook
 
     def counting_hook(self, module, args, output):
         captured.append(torch.is_grad_enabled())
         return real(self, module, args, output)
 
-    monkeypatch.setattr(trl_engine.PenultimateHidden, "_hook", counting_hook)
+    monkeypatch.setattr(PenultimateHidden, "_hook", counting_hook)
     results = {}
     for gc in (False, True):
         captured.clear()
