@@ -144,16 +144,22 @@ def is_code_problem(problem) -> bool:
     return isinstance(getattr(problem, "extra", None), dict) and problem.extra.get("task") == "code"
 
 
-def default_reward(problems_by_benchmark: dict) -> str:
-    """The reward `resrl eval` uses when --reward is not given: "code" for code data sets, "math"
-    otherwise; a mix of both needs an explicit --reward (one scorer serves a run)."""
+def code_reward_for(problems_by_benchmark: dict) -> str | None:
+    """"code" when every problem is a code problem, None otherwise; a mix of code and non-code
+    problems is an InputError asking for an explicit --reward (one scorer serves a run)."""
     kinds = {b: all(is_code_problem(p) for p in ps) for b, ps in problems_by_benchmark.items()}
     mixed = [b for b, ps in problems_by_benchmark.items() if any(is_code_problem(p) for p in ps) and not kinds[b]]
     if mixed or (any(kinds.values()) and not all(kinds.values())):
         raise InputError(f"--data mixes code and non-code problems ({sorted(kinds)}): pass --reward explicitly "
                          f"or evaluate them in separate runs")
-    return "code" if kinds and all(kinds.values()) else "math"
+    return "code" if kinds and all(kinds.values()) else None
+
+
+def default_reward(problems_by_benchmark: dict) -> str:
+    """The reward `resrl eval` uses when --reward is not given: "code" for code data sets, "math"
+    otherwise; a mix of both needs an explicit --reward (one scorer serves a run)."""
+    return code_reward_for(problems_by_benchmark) or "math"
 
 
 __all__ = ["CODE_BENCHMARKS", "BENCHMARK_KEYS", "CODE_INSTRUCTION", "FUNCTION_INSTRUCTION", "code_benchmark_problems",
-           "is_code_row", "code_row_to_problem", "is_code_problem", "default_reward"]
+           "is_code_row", "code_row_to_problem", "is_code_problem", "code_reward_for", "default_reward"]

@@ -140,16 +140,19 @@ def evaluate_alfworld(model, tokenizer, specs: Sequence[str], out_dir: str | Pat
                       temperature: float = 0.0, top_p: float = 1.0, max_new_tokens: int = 512, batch_size: int = 8,
                       limit: int | None = None, seed: int = 0, label: str | None = None,
                       use_chat_template: bool | None = None, max_prompt_tokens: int | None = None,
-                      model_name: str | None = None, policy=None, progress: bool = True) -> dict:
+                      model_name: str | None = None, policy=None, progress: bool = True, tools=None) -> dict:
     """Evaluate on ALFWorld data sets (module docstring); returns the summary (also written to out_dir).
 
     spec: AlfWorldSpec (max_steps, history_window, prompt_style, ...); policy: a StepPolicy to use
-    instead of sampling from `model` (tests, custom engines).
+    instead of sampling from `model` (tests, custom engines); tools: the step policy, renderer and
+    resume reader (`resrl.tasks.registry.EvalTools`; default `resrl.eval.episodes.EngineTools`).
     """
-    from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
     from resrl.envs.alfworld import AlfWorldSpec, require_engine
-    from resrl.eval.runner import read_records
 
+    if tools is None:
+        from resrl.eval.episodes import EngineTools
+
+        tools = EngineTools()
     require_engine()
     spec = spec or AlfWorldSpec()
     if n < 1 or batch_size < 1 or max_new_tokens < 1:
@@ -163,7 +166,7 @@ def evaluate_alfworld(model, tokenizer, specs: Sequence[str], out_dir: str | Pat
                 "n": n, "seed": seed, "label": label, "data": list(specs), "limit": limit}
     _check_resume(out / "alfworld_config.json", settings)
     (out / "alfworld_config.json").write_text(json.dumps(settings, indent=2) + "\n")
-    done = read_records(out / "alfworld_episodes.jsonl")
+    done = tools.read_records(out / "alfworld_episodes.jsonl")
     datasets = {}
     for s in specs:
         if dataset_label(s) in datasets:
@@ -172,8 +175,8 @@ def evaluate_alfworld(model, tokenizer, specs: Sequence[str], out_dir: str | Pat
     jobs = [(name, row, s) for name, rows in datasets.items() for row in rows for s in range(n)
             if (name, row["id"], s) not in done]
     if jobs and policy is None:
-        policy = HFStepPolicy(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed)
-    renderer = ChatRenderer(tokenizer, use_chat_template)
+        policy = tools.step_policy(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed)
+    renderer = tools.renderer(tokenizer, use_chat_template)
     eos = getattr(policy, "eos_token_ids", None) or [tokenizer.eos_token_id]
     bar = None
     if progress and jobs:
@@ -217,4 +220,39 @@ def table_from_runs(run_dirs: Sequence[str | Path], labels: Sequence[str] | None
     return results_table(rows)
 
 
-__all__ = ["evaluate_alfworld", "play_episodes", "dataset_metrics", "results_table", "table_from_runs", "COLUMNS"]
+def eval_arguments(parser) -> None:
+    """The ALFWorld options of `resrl eval` (the family's Evaluator.arguments)."""
+    a = parser.add_argument_group("ALFWorld (alfworld:* / alfworld-synth:* data; docs/tasks/agents.md)")
+    a.add_argument("--prompt-style", choices=["verl-agent", "react"], default="verl-agent",
+                   help="verl-agent: fresh prompt per step with a history window (trained models); react: the "
+                        "untrained think-then-act prompting baseline")
+    a.add_argument("--max-steps", type=int, default=50, help="steps per episode (default 50)")
+    a.add_argument("--history-window", type=int, default=2, help="observation/action pairs in each prompt (default 2)")
+    a.add_argument("--max-prompt-tokens", type=int, default=None,
+                   help="cut longer step prompts from the left (default: no limit)")
+    a.add_argument("--label", default=None, help="row name in alfworld_results.md (default: the model directory)")
+
+
+def eval_report(run) -> None:
+    """`resrl eval` with ALFWorld data (the family's Evaluator.run): play run.specs and print the
+    paper-layout table."""
+    from resrl.envs.alfworld import AlfWorldSpec
+
+    args, out = run.args, run.out
+    spec = AlfWorldSpec(max_steps=args.max_steps, history_window=args.history_window, prompt_style=args.prompt_style)
+    model, tokenizer = run.tools.load_model(args.model)
+    summary = evaluate_alfworld(model, tokenizer, run.specs, out, spec=spec, n=args.n if args.n is not None else 1,
+                                temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
+                                batch_size=args.batch_size, limit=args.limit, seed=args.seed, label=args.label,
+                                use_chat_template=False if args.no_chat_template else None,
+                                max_prompt_tokens=args.max_prompt_tokens, model_name=str(args.model),
+                                progress=not args.no_progress, tools=run.tools)
+    print((out / "alfworld_results.md").read_text(), end="")
+    for name, m in summary["datasets"].items():
+        print(f"{name}: {m['episodes']} episodes, success {100 * m['success']:.1f}%, mean steps {m['mean_steps']:.1f}, "
+              f"invalid actions {100 * m['invalid_action_rate']:.1f}% / invalid format {100 * m['invalid_format_rate']:.1f}% of steps")
+    print(f"wrote {out / 'alfworld_episodes.jsonl'}, {out / 'alfworld_summary.json'}, {out / 'alfworld_results.md'}")
+
+
+__all__ = ["evaluate_alfworld", "play_episodes", "dataset_metrics", "results_table", "table_from_runs",
+           "eval_arguments", "eval_report", "COLUMNS"]

@@ -42,19 +42,23 @@ def evaluate_multi_turn(model, tokenizer, categories: Sequence[str], out_dir: st
                         n: int = 1, temperature: float = 0.0, top_p: float = 1.0, max_turns: int = 40,
                         max_total_tokens: int = 8192, max_step_tokens: int = 512, batch_size: int = 8,
                         limit: int | None = None, seed: int = 0, style: str = "hermes",
-                        progress: bool = True) -> dict[str, dict]:
+                        progress: bool = True, tools=None) -> dict[str, dict]:
     """Run BFCL multi-turn categories; {category: {"accuracy", "entries", "samples", truncation rates}}.
 
     Writes `multi_turn_samples.jsonl` (one record per trajectory: id, sample, reward, error_type,
-    error, truncation, model texts) to out_dir when given.
+    error, truncation, model texts) to out_dir when given. tools: the step policy, renderer and
+    rollout driver (`resrl.tasks.registry.EvalTools`; default `resrl.eval.episodes.EngineTools`).
     """
     import copy
 
-    from resrl.engines.multiturn import ChatRenderer, HFStepPolicy, rollout_multi_turn, rollout_stats
     from resrl.envs.bfcl import bfcl_multi_turn_envs
 
-    policy = HFStepPolicy(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed)
-    renderer = ChatRenderer(tokenizer)
+    if tools is None:
+        from resrl.eval.episodes import EngineTools
+
+        tools = EngineTools()
+    policy = tools.step_policy(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed)
+    renderer = tools.renderer(tokenizer)
     out = Path(out_dir) if out_dir is not None else None
     sink = None
     if out is not None:
@@ -74,7 +78,7 @@ def evaluate_multi_turn(model, tokenizer, categories: Sequence[str], out_dir: st
             for i in range(0, len(jobs), batch_size):
                 chunk = jobs[i:i + batch_size]
                 run_envs = [copy.deepcopy(e) for e, _ in chunk]
-                got = rollout_multi_turn(run_envs, [None] * len(chunk), policy, renderer,
+                got = tools.rollout_multi_turn(run_envs, [None] * len(chunk), policy, renderer,
                                          eos_token_ids=policy.eos_token_ids, max_turns=max_turns,
                                          max_total_tokens=max_total_tokens, max_step_tokens=max_step_tokens)
                 for (env, s), t in zip(chunk, got):
@@ -90,7 +94,7 @@ def evaluate_multi_turn(model, tokenizer, categories: Sequence[str], out_dir: st
                     bar.update(len(chunk))
             if bar is not None:
                 bar.close()
-            stats = rollout_stats(trajs)
+            stats = tools.rollout_stats(trajs)
             results[category] = {"accuracy": sum(t.reward == 1.0 for t in trajs) / max(1, len(trajs)),
                                  "entries": len(envs), "samples": len(trajs),
                                  "seconds": time.perf_counter() - start,
@@ -124,4 +128,27 @@ def bfcl_table(rows: dict[str, tuple[int, float]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["split_bfcl_specs", "evaluate_multi_turn", "bfcl_rows", "bfcl_table", "GROUPS"]
+def eval_report(run) -> None:
+    """`resrl eval` with bfcl: data (the family's Evaluator.run): play the multi-turn categories among
+    run.specs (if any), write bfcl_multi_turn.json and bfcl_results.md (single-turn rows from
+    run.summary), print the table."""
+    args, config, out = run.args, run.config, run.out
+    multi_turn = [canonical_category(str(spec)[5:]) for spec in run.specs]
+    results = None
+    if multi_turn:
+        model, tokenizer = run.tools.load_model(args.model)
+        results = evaluate_multi_turn(model, tokenizer, multi_turn, out, n=config.n, temperature=config.temperature,
+                                      top_p=config.top_p, max_turns=args.max_turns,
+                                      max_total_tokens=args.max_total_tokens, max_step_tokens=config.max_new_tokens,
+                                      batch_size=config.batch_size, limit=config.limit, seed=config.seed,
+                                      progress=config.progress, tools=run.tools)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bfcl_multi_turn.json").write_text(json.dumps(results, indent=2) + "\n")
+    table = bfcl_table(bfcl_rows(run.summary, results))
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bfcl_results.md").write_text(table)
+    print(table, end="")
+    print(f"wrote {out / 'bfcl_results.md'}")
+
+
+__all__ = ["split_bfcl_specs", "evaluate_multi_turn", "bfcl_rows", "bfcl_table", "eval_report", "GROUPS"]

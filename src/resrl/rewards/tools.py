@@ -621,6 +621,12 @@ class ToolCallReward:
 _OPTION_RE = re.compile(r"^(tool_call(?:_exact)?)\s*(?:\[(.*)\])?$")
 
 
+def tool_reward_name(spec: str) -> str | None:
+    """The tool reward a spec names ("tool_call" or "tool_call_exact", options allowed), None otherwise."""
+    m = _OPTION_RE.match(spec.strip())
+    return m.group(1) if m else None
+
+
 def tool_reward_from_spec(spec: str):
     """"tool_call", "tool_call[format_weight=0.5,correct_min=0]" or "tool_call_exact" -> reward; None
     when `spec` names no tool reward. ValueError naming a bad option."""
@@ -649,4 +655,4 @@ def tool_reward_from_spec(spec: str):
 
 __all__ = ["ToolCalls", "parse_tool_calls", "bfcl_match", "parse_reference", "toolrl_correctness",
            "canonical_calls", "format_calls",
-           "ToolCallReward", "ToolCallExactReward", "tool_reward_from_spec", "MAX_PARSE_CHARS"]
+           "ToolCallReward", "ToolCallExactReward", "tool_reward_name", "tool_reward_from_spec", "MAX_PARSE_CHARS"]

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from resrl.tasks import registry as tasks
 from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from_dict, to_dict
 
 
@@ -343,9 +344,10 @@ class TrainConfig:
         if self.env.name is not None and (self.env.max_turns < 1 or self.env.max_step_tokens < 1):
             raise ConfigError("config keys 'env.max_turns' and 'env.max_step_tokens' must be >= 1")
         self._validate_env(num_processes)
-        if self.env.name == "bfcl" and not str(self.data.train or "").startswith("bfcl:"):
-            raise ConfigError("config key 'env.name' is bfcl: data.train must be a BFCL multi-turn category, "
-                              "e.g. bfcl:multi_turn_base")
+        family_env = tasks.env_spec(self.env.name)  # a task family's environment: its data
+        if family_env is not None and family_env.data is not None \
+                and tasks.family_for_data(str(self.data.train or "")) is not tasks.family_for_env(self.env.name):
+            raise ConfigError(f"config key 'env.name' is {self.env.name}: data.train must be {family_env.data}")
 
     def _validate_env(self, num_processes: int) -> None:
         from resrl.core.registry import ALGORITHMS
@@ -356,14 +358,16 @@ class TrainConfig:
         if spec.step_level and not (e.name is not None and e.layout == "step"):
             raise ConfigError(f"config key 'algorithm.name' is {self.algorithm.name!r}, a step-level algorithm: it needs "
                               "an environment with env.layout: step (one sample per environment step)")
+        family_env = tasks.env_spec(e.name)  # a task family's environment: the layouts it trains with
         if e.layout != "step":
-            if e.name == "alfworld":
-                raise ConfigError("config key 'env.layout': env.name alfworld trains with env.layout: step (a 50-step "
-                                  "episode as one concatenated sequence passes 30k tokens)")
+            if family_env is not None and e.layout not in family_env.layouts:
+                raise ConfigError(f"config key 'env.layout': env.name {e.name} trains with env.layout: "
+                                  f"{' or '.join(family_env.layouts)} ({family_env.layout_reason})")
             return
-        if e.name is None or e.name == "bfcl":
+        if e.name is None or (family_env is not None and "step" not in family_env.layouts):
             raise ConfigError("config key 'env.name': env.layout step needs an agent environment "
-                              "(alfworld or a module:function factory), got " + repr(e.name))
+                              f"({' or '.join([*tasks.step_env_names(), 'a module:function factory'])}), got "
+                              + repr(e.name))
         for key, ok, allowed in (("max_steps", e.max_steps >= 1, ">= 1"), ("history_window", e.history_window >= 0, ">= 0"),
                                  ("max_step_tokens", e.max_step_tokens >= 1, ">= 1"),
                                  ("step_timeout_s", e.step_timeout_s > 0, "> 0"),

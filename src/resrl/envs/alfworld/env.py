@@ -256,4 +256,12 @@ def alfworld_env_factory(prompt: Any = None, **options) -> AlfWorldEnv:
     return AlfWorldEnv(AlfWorldSpec(**options), task=prompt)
 
 
-__all__ = ["AlfWorldEnv", "AlfWorldSpec", "make_alfworld_env", "alfworld_env_factory", "game_task_type", "NOTHING_HAPPENS"]
+def alfworld_step_env(prompt: Any, history_window: int = 2, max_steps: int = 50, **options) -> AlfWorldEnv:
+    """The step-layout factory of `env.name: alfworld` (the environment workers import it by name): an
+    `AlfWorldEnv` for one task row (a dict, or its JSON string) with verl-agent's settings."""
+    task = json.loads(prompt) if isinstance(prompt, str) and prompt.lstrip().startswith("{") else prompt
+    return AlfWorldEnv(AlfWorldSpec(max_steps=max_steps, history_window=history_window, **options), task)
+
+
+__all__ = ["AlfWorldEnv", "AlfWorldSpec", "make_alfworld_env", "alfworld_env_factory", "alfworld_step_env",
+           "game_task_type", "NOTHING_HAPPENS"]
