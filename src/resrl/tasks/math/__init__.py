@@ -8,7 +8,7 @@ from resrl.tasks.registry import TaskFamily
 
 
 def _math_reward(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2):
-    from resrl.rewards.math import MathReward
+    from resrl.tasks.math.reward import MathReward
 
     return MathReward(timeout_s=timeout_s, num_workers=num_workers)
 
@@ -20,7 +20,7 @@ def _exact_reward(spec: str, **_):
 
 
 def _math_verifier(*, timeout_s: float = 5.0, num_workers: int = 2):
-    from resrl.rewards.math import MathVerifier
+    from resrl.tasks.math.reward import MathVerifier
 
     return MathVerifier(timeout_s=timeout_s, num_workers=num_workers)
 

@@ -107,7 +107,7 @@ class MathVerifier:
     def __init__(self, timeout_s: float = 5.0, num_workers: int = 2) -> None:
         self.timeout_s = float(timeout_s)
         self._pool = IsolatedPool(_verify_call, timeout_s=timeout_s, num_workers=num_workers,
-                                  preload=["math_verify", "resrl.rewards.math"])
+                                  preload=["math_verify", "resrl.tasks.math.reward"])
         self._counts = {"items": 0, "timeouts": 0, "errors": 0}
 
     @property
