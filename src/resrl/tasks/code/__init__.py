@@ -2,36 +2,36 @@
 `"code-fraction"` rewards that run programs against their tests in the sandbox.
 """
 
-from resrl.data.code import BENCHMARK_KEYS, CODE_BENCHMARKS
+from resrl.tasks.code.data import BENCHMARK_KEYS, CODE_BENCHMARKS
 from resrl.tasks.registry import RowFormat, TaskFamily
 
 
 def _load(spec: str, split: str = "train", limit: int | None = None) -> list:
-    from resrl.data.code import code_benchmark_problems
+    from resrl.tasks.code.data import code_benchmark_problems
 
     return code_benchmark_problems(spec, limit=limit)
 
 
 def _is_row(row) -> bool:
-    from resrl.data.code import is_code_row
+    from resrl.tasks.code.data import is_code_row
 
     return is_code_row(row)
 
 
 def _to_problem(row: dict, index: int, source: str, where: str):
-    from resrl.data.code import code_row_to_problem
+    from resrl.tasks.code.data import code_row_to_problem
 
     return code_row_to_problem(row, index, source, where)
 
 
 def _reward(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2):
-    from resrl.rewards.code import CodeReward
+    from resrl.tasks.code.reward import CodeReward
 
     return CodeReward(timeout_s=timeout_s, num_workers=num_workers, partial=spec == "code-fraction")
 
 
 def _problems_reward(problems_by_benchmark: dict) -> str | None:
-    from resrl.data.code import code_reward_for
+    from resrl.tasks.code.data import code_reward_for
 
     return code_reward_for(problems_by_benchmark)
 

@@ -1,10 +1,10 @@
 """Code test formats and how a program's outputs are judged against them (pure functions; the
-parent side of `resrl.rewards.code`, which documents the formats).
+parent side of `resrl.tasks.code.reward`, which documents the formats).
 
 `parse_tests` validates a tests object and normalises it; `fn_output_matches` is EvalPlus's
 comparison for function-level tests, `call_output_matches` the function-call (LeetCode / TACO)
 one, `normalize_output` the stdin/stdout one. Return values reach here decoded into builtin
-data by `resrl.rewards.code_values`, so no comparison ever calls a method a program defined.
+data by `resrl.tasks.code.sandbox.code_values`, so no comparison ever calls a method a program defined.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from resrl.errors import DataError
-from resrl.rewards.code_values import BadValue, decode, decode_structure
+from resrl.tasks.code.sandbox.code_values import BadValue, decode, decode_structure
 
 FORMATS = ("check", "stdio", "call", "fn")
 

@@ -1,7 +1,7 @@
 """Return values as text a program cannot forge into a pass: the exact-builtin encoding.
 
 Standalone (stdlib only): the sandbox harness imports it as the top-level module `code_values`,
-the parent as `resrl.rewards.code_values`.
+the parent as `resrl.tasks.code.sandbox.code_values`.
 
 `encode(value)` runs in the sandbox, right after the program returns. It walks the value by its
 *exact* type (`type(v)`, which a program cannot fake the way it can fake `__class__` for

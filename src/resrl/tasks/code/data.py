@@ -1,4 +1,4 @@
-"""Code problems: HumanEval and HumanEval+ (shipped with the package, `resrl.data.humanevalplus`),
+"""Code problems: HumanEval and HumanEval+ (shipped with the package, `resrl.tasks.code.humanevalplus`),
 `{"problem", "tests"}` jsonl, function-level rows and veRL rows whose `reward_model.ground_truth`
 holds the tests as JSON.
 
@@ -19,7 +19,7 @@ Row shapes recognised (`is_code_row`):
   (function-level) those are used, else the `check(candidate)` program in "test"
 - veRL: {"prompt", "reward_model": {"ground_truth": tests as a dict or JSON text}, ...}
   (DeepCoder / PRIME / TACO style data)
-Test formats: see `resrl.rewards.code`.
+Test formats: see `resrl.tasks.code.reward`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ FUNCTION_INSTRUCTION = ("Complete the following Python function. Put the complet
 def code_benchmark_problems(name: str, limit: int | None = None, task_ids=None) -> list:
     """The problems of a shipped code benchmark (`humaneval`, `humanevalplus`): the first `limit`,
     or the tasks named in `task_ids` ("HumanEval/31", ...)."""
-    from resrl.data.humanevalplus import humaneval_rows
+    from resrl.tasks.code.humanevalplus import humaneval_rows
 
     key = name.lower()
     if key not in CODE_BENCHMARKS:
@@ -93,7 +93,7 @@ def _chat(text: str, instruction: str) -> list[dict]:
 def code_row_to_problem(row: dict, index: int, source: str, where: str):
     """One code row -> Problem (answer = canonical tests JSON). ValueError prefixed with `where`."""
     from resrl.data.problem import Problem, check_chat as _check_chat
-    from resrl.rewards.code import parse_tests
+    from resrl.tasks.code.reward import parse_tests
 
     extra = {"task": "code"}
     if _is_humaneval_row(row) or _is_function_row(row):

@@ -37,8 +37,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from resrl.rewards import memory_cgroup
-from resrl.rewards.memory_cgroup import memory_cgroup_base
+from resrl.tasks.code.sandbox import memory_cgroup
+from resrl.tasks.code.sandbox.memory_cgroup import memory_cgroup_base
 
 logger = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ Test formats (one JSON object per problem; `parse_tests` validates and normalise
   "outputs": [value, ...], "prompt"?: str, "atol"?: float, "encoding"?: "plain" | "exact",
   "oracle"?: "find_zero", "base_count"?: int} — the sandbox calls `entry_point(*args)` on every
   input (one process for all of them, a wall deadline per input) and the PARENT compares each
-  return value, decoded into builtin data (`resrl.rewards.code_values`), with the expected output
+  return value, decoded into builtin data (`resrl.tasks.code.sandbox.code_values`), with the expected output
   the way EvalPlus does (`fn_output_matches`). "outputs" are plain JSON values, or with
   "encoding": "exact" the exact-builtin encoding (tuples, sets, ... as `code_values` writes them).
   The first "base_count" inputs are the base set: `CodeResult.base_passed` says whether they all
@@ -29,7 +29,7 @@ Test formats (one JSON object per problem; `parse_tests` validates and normalise
 Code extraction (`extract_code`): think blocks are dropped; then the last ```python block, else the
 last fenced block of any language, else the whole text.
 
-`run_tests(code, tests, timeout_s)` runs one item in the sandbox (`resrl.rewards.sandbox`) and
+`run_tests(code, tests, timeout_s)` runs one item in the sandbox (`resrl.tasks.code.sandbox.runner`) and
 never raises for anything the program does. `CodeExecutor` runs many items on a bounded pool
 with a (code, tests) cache; `CodeReward` is the `code` reward of the registry.
 """
@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 from resrl.errors import InputError
-from resrl.rewards.code_tests import (FORMATS, call_output_matches, expected_values, fn_output_matches,
+from resrl.tasks.code.sandbox.code_tests import (FORMATS, call_output_matches, expected_values, fn_output_matches,
                                       fn_record_matches, normalize_output, parse_tests, value_cap)
-from resrl.rewards.sandbox import SandboxLimits, run_job
+from resrl.tasks.code.sandbox.runner import SandboxLimits, run_job
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""The program that runs INSIDE the code sandbox (started by `resrl.rewards.sandbox`). Standalone:
+"""The program that runs INSIDE the code sandbox (started by `resrl.tasks.code.sandbox.runner`). Standalone:
 it imports nothing from resrl and only builtin / C modules (plus ctypes for mount(2)), because it
 starts once per item as `python -I -S -B -c BOOT`, usually inside new network, pid and mount
 namespaces (`unshare`), as pid 1 of its pid namespace.

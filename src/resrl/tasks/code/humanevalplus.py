@@ -18,7 +18,7 @@ outputs are cached on disk keyed by the data's sha256
 (`$RESRL_CACHE_DIR`, else `$XDG_CACHE_HOME/resrl`, else `~/.cache/resrl`).
 
 Each problem's answer (what the `code` reward reads) is the function-level tests object of
-`resrl.rewards.code` with the expected outputs in the exact-builtin encoding; HumanEval/32
+`resrl.tasks.code.reward` with the expected outputs in the exact-builtin encoding; HumanEval/32
 (`find_zero`) is judged by EvalPlus's special oracle |poly(xs, x)| <= atol.
 """
 
@@ -90,7 +90,7 @@ def reference_program(row: dict) -> str:
 
 
 def _run_inputs(code: str, entry: str, inputs: list, timeout_s: float, total_s: float) -> tuple[dict, object]:
-    from resrl.rewards.sandbox import SandboxLimits, run_job
+    from resrl.tasks.code.sandbox.runner import SandboxLimits, run_job
 
     got: dict[int, dict] = {}
     job = {"code": code, "mode": "fn", "inputs": inputs, "entry_point": entry}
@@ -204,7 +204,7 @@ def tests_for(row: dict, outputs: dict[str, list], plus: bool) -> dict:
 
 
 def humaneval_rows(plus: bool, limit: int | None = None, task_ids=None) -> list[dict]:
-    """Data rows ({"task_id", "prompt", "entry_point", "tests", ...}) that `resrl.data.code` turns into
+    """Data rows ({"task_id", "prompt", "entry_point", "tests", ...}) that `resrl.tasks.code.data` turns into
     Problems: `humanevalplus` (plus=True) or `humaneval` (base inputs only); the first `limit`, or
     only the tasks named in `task_ids` (expected outputs are computed for those alone)."""
     rows = load_rows()[:limit]
