@@ -6,13 +6,13 @@ from resrl.tasks.registry import TaskFamily
 
 
 def _load(spec: str, split: str = "train", limit: int | None = None) -> list:
-    from resrl.data.reasoning_gym import load_rg_problems
+    from resrl.tasks.reasoning_gym.data import load_rg_problems
 
     return load_rg_problems(spec, split=split, limit=limit)
 
 
 def _reward(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2):
-    from resrl.rewards.reasoning_gym import ReasoningGymReward
+    from resrl.tasks.reasoning_gym.reward import ReasoningGymReward
 
     return ReasoningGymReward(timeout_s=timeout_s, num_workers=num_workers)
 

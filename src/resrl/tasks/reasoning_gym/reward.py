@@ -1,6 +1,6 @@
 """Reward `rg`: reasoning-gym's own verifier (`score_answer` of the task) on rg: problems.
 
-The answer column holds the JSON key written by `resrl.data.reasoning_gym` (task, seed, size,
+The answer column holds the JSON key written by `resrl.tasks.reasoning_gym.data` (task, seed, size,
 options, index); the entry is regenerated from it (deterministic) and scored with
 `reasoning_gym.get_score_answer_fn(task)(extracted, entry)`, a float in [0, 1].
 
@@ -48,7 +48,7 @@ def score_rg(completion: str, answer_key: str) -> float:
     """One completion against one rg answer key -> score in [0, 1] (raises on a malformed key)."""
     import reasoning_gym
 
-    from resrl.data.reasoning_gym import rg_entry
+    from resrl.tasks.reasoning_gym.data import rg_entry
 
     key = json.loads(answer_key)
     if not isinstance(key, dict) or "task" not in key or "index" not in key:
@@ -65,7 +65,7 @@ class ReasoningGymReward:
 
     def __init__(self, timeout_s: float = 5.0, num_workers: int = 2) -> None:
         self.pool = IsolatedPool(score_rg, timeout_s=timeout_s, num_workers=num_workers,
-                                 preload=["reasoning_gym", "resrl.data.reasoning_gym"])
+                                 preload=["reasoning_gym", "resrl.tasks.reasoning_gym.data"])
         self.last_stats: dict[str, float] = {}
 
     def __call__(self, completions: list[str], answers: list[str]) -> list[float]:
