@@ -9,37 +9,37 @@ PREFIX = "bfcl:"
 
 
 def _load(spec: str, split: str = "train", limit: int | None = None) -> list:
-    from resrl.data.bfcl import bfcl_problems
+    from resrl.tasks.tools.bfcl_data import bfcl_problems
 
     return bfcl_problems(spec[len(PREFIX):], limit=limit)
 
 
 def _report_name(spec: str) -> str:
-    from resrl.data.bfcl import canonical_category
+    from resrl.tasks.tools.bfcl_data import canonical_category
 
     return f"bfcl_{canonical_category(spec[len(PREFIX):])}"
 
 
 def _is_row(row) -> bool:
-    from resrl.data.tools import is_tool_row
+    from resrl.tasks.tools.data import is_tool_row
 
     return is_tool_row(row)
 
 
 def _to_problem(row: dict, index: int, source: str, where: str):
-    from resrl.data.tools import tool_row_to_problem
+    from resrl.tasks.tools.data import tool_row_to_problem
 
     return tool_row_to_problem(row, index, source, where)
 
 
 def _reward(spec: str, **_):
-    from resrl.rewards.tools import tool_reward_from_spec
+    from resrl.tasks.tools.reward import tool_reward_from_spec
 
     return tool_reward_from_spec(spec)
 
 
 def _reward_name(spec: str) -> str | None:
-    from resrl.rewards.tools import tool_reward_name
+    from resrl.tasks.tools.reward import tool_reward_name
 
     return tool_reward_name(spec)
 
@@ -48,7 +48,7 @@ def _concat_envs(train: str, limit: int | None) -> list:
     """(prompt, answer, make_env) per BFCL multi-turn entry of data.train (bfcl:<category>)."""
     from functools import partial
 
-    from resrl.envs.bfcl import BFCLMultiTurnEnv, bfcl_multi_turn_envs
+    from resrl.tasks.tools.bfcl_env import BFCLMultiTurnEnv, bfcl_multi_turn_envs
 
     out = []
     for env in bfcl_multi_turn_envs(train[len(PREFIX):], limit=limit):
@@ -58,13 +58,13 @@ def _concat_envs(train: str, limit: int | None) -> list:
 
 
 def _multi_turn(spec: str) -> bool:
-    from resrl.data.bfcl import MULTI_TURN, canonical_category
+    from resrl.tasks.tools.bfcl_data import MULTI_TURN, canonical_category
 
     return str(spec).startswith(PREFIX) and canonical_category(str(spec)[len(PREFIX):]) in MULTI_TURN
 
 
 def _eval_report(run) -> None:
-    from resrl.eval.bfcl import eval_report
+    from resrl.tasks.tools.evaluate import eval_report
 
     eval_report(run)
 

@@ -25,7 +25,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from resrl.data.problem import Problem
-from resrl.data.tools import tool_messages
+from resrl.tasks.tools.data import tool_messages
 from resrl.errors import DataError, InputError
 
 BFCL_VERSION = "2026.3.23"
@@ -109,7 +109,7 @@ def load_bfcl_entries(category: str) -> list[tuple[dict, object]]:
 
 
 def bfcl_reference(category: str, entry: dict, ground_truth) -> str:
-    """The reference answer string `resrl.rewards.tools` scores against (BFCL's rule per category)."""
+    """The reference answer string `resrl.tasks.tools.reward` scores against (BFCL's rule per category)."""
     if category in ("irrelevance", "live_irrelevance"):
         return json.dumps({"ground_truth": [], "functions": entry["function"]}, ensure_ascii=False)
     if category == "live_relevance":
@@ -122,7 +122,7 @@ def bfcl_problems(category: str, limit: int | None = None, style: str = "hermes"
     category = canonical_category(category)
     if category in MULTI_TURN:
         raise InputError(f"BFCL {category} is multi-turn: evaluate it with the multi-turn runner "
-                         f"(resrl.eval.bfcl.evaluate_multi_turn), not as single prompts")
+                         f"(resrl.tasks.tools.evaluate.evaluate_multi_turn), not as single prompts")
     problems = []
     for entry, truth in load_bfcl_entries(category)[:limit]:
         turns = entry["question"]

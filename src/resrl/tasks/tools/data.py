@@ -1,5 +1,5 @@
 """Tool-calling rows -> problems: the tools' schemas go into a system message, the expected calls
-become the reference answer (a JSON string that `resrl.rewards.tools` reads).
+become the reference answer (a JSON string that `resrl.tasks.tools.reward` reads).
 
 Row format (one JSON object per jsonl line; ToolRL / ToolACE style):
     {"id"?: str,
@@ -66,7 +66,7 @@ def is_tool_row(row: Any) -> bool:
 def tool_row_to_problem(row: dict, index: int, source: str, where: str, style: str = "hermes"):
     """A tool-calling row (module docstring) -> `resrl.data.loaders.Problem`; ValueError with `where`."""
     from resrl.data.problem import Problem, check_chat as _check_chat
-    from resrl.rewards.tools import parse_reference
+    from resrl.tasks.tools.bfcl_match import parse_reference
 
     tools = row["tools"]
     if isinstance(tools, str):  # some data sets store the schema list as a JSON string
@@ -129,7 +129,7 @@ __all__ = ["tool_system_prompt", "tool_messages", "is_tool_row", "tool_row_to_pr
            "HERMES_INSTRUCTION", "PYTHON_INSTRUCTION", "SYNTHETIC_TOOLS"]
 
 
-if __name__ == "__main__":  # python -m resrl.data.tools N OUT.jsonl [SEED]
+if __name__ == "__main__":  # python -m resrl.tasks.tools.data N OUT.jsonl [SEED]
     import sys
 
     count, out_path = int(sys.argv[1]), sys.argv[2]

@@ -3,9 +3,10 @@
 Single-turn categories go through the ordinary `resrl.eval.runner.evaluate` with the
 `tool_call_exact` scorer (one problem per entry; with n = 1 and temperature 0 Avg@1 is BFCL's
 accuracy: the share of entries answered correctly). Multi-turn categories need the model to talk
-to the API environment (`resrl.envs.bfcl`), so they run here: one trajectory per entry (n
+to the API environment (`resrl.tasks.tools.bfcl_env`), so they run here: one trajectory per entry (n
 trajectories with --n), greedy or sampled, every model step a generation, limits as in
-`resrl.engines.multiturn`. Accuracy = share of trajectories the BFCL checker accepts.
+`resrl.engines.multiturn` (whose rollout driver `resrl eval` hands over as `EvalTools`; this family
+does not import the engines). Accuracy = share of trajectories the BFCL checker accepts.
 
 Summary rows, like the paper's table (unweighted means of the categories present):
     Non-live   simple, multiple, parallel, parallel_multiple
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from resrl.data.bfcl import LIVE, MULTI_TURN, NON_LIVE, canonical_category
+from resrl.tasks.tools.bfcl_data import LIVE, MULTI_TURN, NON_LIVE, canonical_category
 
 GROUPS = {"Non-live": NON_LIVE, "Live": LIVE, "Multi-turn": MULTI_TURN,
           "Hallucination": ("irrelevance", "live_irrelevance", "live_relevance")}
@@ -42,21 +43,17 @@ def evaluate_multi_turn(model, tokenizer, categories: Sequence[str], out_dir: st
                         n: int = 1, temperature: float = 0.0, top_p: float = 1.0, max_turns: int = 40,
                         max_total_tokens: int = 8192, max_step_tokens: int = 512, batch_size: int = 8,
                         limit: int | None = None, seed: int = 0, style: str = "hermes",
-                        progress: bool = True, tools=None) -> dict[str, dict]:
+                        progress: bool = True, tools) -> dict[str, dict]:
     """Run BFCL multi-turn categories; {category: {"accuracy", "entries", "samples", truncation rates}}.
 
     Writes `multi_turn_samples.jsonl` (one record per trajectory: id, sample, reward, error_type,
     error, truncation, model texts) to out_dir when given. tools: the step policy, renderer and
-    rollout driver (`resrl.tasks.registry.EvalTools`; default `resrl.eval.episodes.EngineTools`).
+    rollout driver (`resrl.tasks.registry.EvalTools`, e.g. `resrl.eval.episodes.EngineTools()`).
     """
     import copy
 
-    from resrl.envs.bfcl import bfcl_multi_turn_envs
+    from resrl.tasks.tools.bfcl_env import bfcl_multi_turn_envs
 
-    if tools is None:
-        from resrl.eval.episodes import EngineTools
-
-        tools = EngineTools()
     policy = tools.step_policy(model, tokenizer, temperature=temperature, top_p=top_p, seed=seed)
     renderer = tools.renderer(tokenizer)
     out = Path(out_dir) if out_dir is not None else None

@@ -19,7 +19,7 @@ copied), replaying the calls on fresh instances:
 - more than `max_steps_per_turn` (BFCL: 20) call steps in one turn force-terminates: reward 0.
 Reward 1.0 when every check passes, else 0.0 (`info` names the failed check).
 
-Execution never evaluates text: calls are parsed with `resrl.rewards.tools.parse_tool_calls`
+Execution never evaluates text: calls are parsed with `resrl.tasks.tools.parsing.parse_tool_calls`
 and dispatched to the instance's public methods by name; BFCL's list of forbidden names (kill,
 exit, quit, remove, unlink, popen, Popen, run) is refused. Calls to the stateless MathAPI (where
 `power(base=10, exponent=10**9)` would sit in a C big-integer loop) run in an isolated worker
@@ -42,11 +42,11 @@ import signal
 import threading
 from typing import Any
 
-from resrl.data.bfcl import MULTI_TURN, canonical_category, load_bfcl_entries, multi_turn_function_docs
-from resrl.data.tools import tool_messages
+from resrl.tasks.tools.bfcl_data import MULTI_TURN, canonical_category, load_bfcl_entries, multi_turn_function_docs
+from resrl.tasks.tools.data import tool_messages
 from resrl.envs.base import Environment, StepResult
 from resrl.errors import DataError, InputError
-from resrl.rewards.tools import parse_tool_calls
+from resrl.tasks.tools.parsing import parse_tool_calls
 
 API_MODULES = {  # BFCL class name -> module (constants/executable_backend_config.py)
     "GorillaFileSystem": "gorilla_file_system", "MathAPI": "math_api", "MessageAPI": "message_api",
@@ -275,7 +275,7 @@ class BFCLMultiTurnEnv(Environment):
 
 
 def bfcl_multi_turn_envs(category: str, limit: int | None = None, **env_kwargs) -> list[BFCLMultiTurnEnv]:
-    """One environment per entry of a BFCL multi-turn category (names as in resrl.data.bfcl)."""
+    """One environment per entry of a BFCL multi-turn category (names as in resrl.tasks.tools.bfcl_data)."""
     category = canonical_category(category)
     if category not in MULTI_TURN:
         raise InputError(f"BFCL {category} is single-turn; multi-turn categories: {list(MULTI_TURN)}")
