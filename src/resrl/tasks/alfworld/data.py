@@ -29,7 +29,7 @@ DATA_ENV = "ALFWORLD_DATA"
 SPLITS = ("train", "valid_seen", "valid_unseen")
 SPLIT_ALIASES = {"seen": "valid_seen", "unseen": "valid_unseen", "eval_in_distribution": "valid_seen",
                  "eval_out_of_distribution": "valid_unseen"}
-TASK_TYPES = {  # ALFRED task_type -> short name (resrl.envs.alfworld.scenes.TASK_TYPES, kept import-free here)
+TASK_TYPES = {  # ALFRED task_type -> short name (resrl.tasks.alfworld.scenes.TASK_TYPES, kept import-free here)
     "pick_and_place_simple": "pick", "look_at_obj_in_light": "look", "pick_clean_then_place_in_recep": "clean",
     "pick_heat_then_place_in_recep": "heat", "pick_cool_then_place_in_recep": "cool",
     "pick_two_obj_and_place": "pick2",

@@ -1,7 +1,7 @@
 """`AlfWorldEnv`: one ALFWorld-format game (real ALFWorld files or `alfworld-synth`) as an `Environment`.
 
     env = AlfWorldEnv(AlfWorldSpec(max_steps=50, history_window=2))   # picklable spec -> env in a worker
-    first = env.reset(task)              # task: a row of resrl.data.alfworld (dict with "game_file"), or a path
+    first = env.reset(task)              # task: a row of resrl.tasks.alfworld.data (dict with "game_file"), or a path
     messages = env.step_prompt()         # step-level layout: the fresh prompt of this step
     result = env.step(model_text)        # StepResult(observation, reward, done, info)
     env.anchor()                         # GiGPO anchor of the current state
@@ -10,7 +10,7 @@ The game is played by textworld's PddlEnv with ALFWorld's AlfredDemangler / Alfr
 the way AlfredTWEnv plays it (no domain randomisation).
 
 Step semantics (verl-agent's ALFWorld settings):
-- the command is parsed from the model's message (resrl.envs.alfworld.prompts.parse_action);
+- the command is parsed from the model's message (resrl.tasks.alfworld.prompts.parse_action);
   a command that is not admissible gets the engine's own answer to an unknown command, "Nothing
   happens." (the state is unchanged; the engine is not called, which is what PddlEnv.step does for
   a command outside its valid commands, minus the 0.1-0.2 s recomputation of the same state);
@@ -48,9 +48,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from resrl.envs.alfworld.engine import WELCOME, make_pddl_env
-from resrl.envs.alfworld.prompts import STYLES, observation_message, parse_action, step_messages
-from resrl.envs.alfworld.scenes import SHORT_NAME
+from resrl.tasks.alfworld.engine import WELCOME, make_pddl_env
+from resrl.tasks.alfworld.prompts import STYLES, observation_message, parse_action, step_messages
+from resrl.tasks.alfworld.scenes import SHORT_NAME
 from resrl.envs.base import Environment, StepResult
 from resrl.errors import DataError, InputError
 

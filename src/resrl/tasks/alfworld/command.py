@@ -22,7 +22,7 @@ def register(subparsers) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from resrl.envs.alfworld.generator import generate
+    from resrl.tasks.alfworld.generator import generate
     from resrl.errors import InputError
 
     sizes = {"train": args.train, "valid_seen": args.seen, "valid_unseen": args.unseen}

@@ -30,8 +30,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Sequence
 
-from resrl.data.alfworld import SHORT_TYPES, dataset_label, load_alfworld_tasks
 from resrl.errors import InputError
+from resrl.tasks.alfworld.data import SHORT_TYPES, dataset_label, load_alfworld_tasks
 
 COLUMNS = {"pick": "Pick", "look": "Look", "clean": "Clean", "heat": "Heat", "cool": "Cool", "pick2": "Pick2"}
 RESUME_KEYS = ("model", "temperature", "top_p", "max_new_tokens", "spec", "use_chat_template", "max_prompt_tokens")
@@ -46,7 +46,7 @@ def play_episodes(jobs: Sequence[tuple[dict, int]], policy, renderer, spec, *, e
     policy: resrl.engines.multiturn.StepPolicy (contexts, budgets -> [(ids, logprobs)]);
     renderer: resrl.engines.multiturn.ChatRenderer; spec: AlfWorldSpec.
     """
-    from resrl.envs.alfworld import AlfWorldEnv
+    from resrl.tasks.alfworld import AlfWorldEnv
 
     decode = decode or (lambda ids: renderer.tokenizer.decode(ids, skip_special_tokens=True))
     eos = {int(e) for e in eos_token_ids}
@@ -140,19 +140,15 @@ def evaluate_alfworld(model, tokenizer, specs: Sequence[str], out_dir: str | Pat
                       temperature: float = 0.0, top_p: float = 1.0, max_new_tokens: int = 512, batch_size: int = 8,
                       limit: int | None = None, seed: int = 0, label: str | None = None,
                       use_chat_template: bool | None = None, max_prompt_tokens: int | None = None,
-                      model_name: str | None = None, policy=None, progress: bool = True, tools=None) -> dict:
+                      model_name: str | None = None, policy=None, progress: bool = True, tools) -> dict:
     """Evaluate on ALFWorld data sets (module docstring); returns the summary (also written to out_dir).
 
     spec: AlfWorldSpec (max_steps, history_window, prompt_style, ...); policy: a StepPolicy to use
     instead of sampling from `model` (tests, custom engines); tools: the step policy, renderer and
-    resume reader (`resrl.tasks.registry.EvalTools`; default `resrl.eval.episodes.EngineTools`).
+    resume reader (`resrl.tasks.registry.EvalTools`, e.g. `resrl.eval.episodes.EngineTools()`).
     """
-    from resrl.envs.alfworld import AlfWorldSpec, require_engine
+    from resrl.tasks.alfworld import AlfWorldSpec, require_engine
 
-    if tools is None:
-        from resrl.eval.episodes import EngineTools
-
-        tools = EngineTools()
     require_engine()
     spec = spec or AlfWorldSpec()
     if n < 1 or batch_size < 1 or max_new_tokens < 1:
@@ -236,7 +232,7 @@ def eval_arguments(parser) -> None:
 def eval_report(run) -> None:
     """`resrl eval` with ALFWorld data (the family's Evaluator.run): play run.specs and print the
     paper-layout table."""
-    from resrl.envs.alfworld import AlfWorldSpec
+    from resrl.tasks.alfworld import AlfWorldSpec
 
     args, out = run.args, run.out
     spec = AlfWorldSpec(max_steps=args.max_steps, history_window=args.history_window, prompt_style=args.prompt_style)

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from resrl.envs.alfworld import scenes as S
-from resrl.envs.alfworld.engine import domain_and_grammar, make_pddl_env, require_engine
+from resrl.tasks.alfworld import scenes as S
+from resrl.tasks.alfworld.engine import domain_and_grammar, make_pddl_env, require_engine
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
 MAX_ATTEMPTS = 60

@@ -29,7 +29,7 @@ import random
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from resrl.envs.alfworld.engine import layouts_dir
+from resrl.tasks.alfworld.engine import layouts_dir
 
 # ALFWorld's six task types: short name -> ALFRED task_type (alfred_tw_env.TASK_TYPES)
 TASK_TYPES = {
