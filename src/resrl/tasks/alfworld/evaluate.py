@@ -46,7 +46,7 @@ def play_episodes(jobs: Sequence[tuple[dict, int]], policy, renderer, spec, *, e
     policy: resrl.engines.multiturn.StepPolicy (contexts, budgets -> [(ids, logprobs)]);
     renderer: resrl.engines.multiturn.ChatRenderer; spec: AlfWorldSpec.
     """
-    from resrl.tasks.alfworld import AlfWorldEnv
+    from resrl.tasks.alfworld.env import AlfWorldEnv
 
     decode = decode or (lambda ids: renderer.tokenizer.decode(ids, skip_special_tokens=True))
     eos = {int(e) for e in eos_token_ids}
@@ -147,7 +147,8 @@ def evaluate_alfworld(model, tokenizer, specs: Sequence[str], out_dir: str | Pat
     instead of sampling from `model` (tests, custom engines); tools: the step policy, renderer and
     resume reader (`resrl.tasks.registry.EvalTools`, e.g. `resrl.eval.episodes.EngineTools()`).
     """
-    from resrl.tasks.alfworld import AlfWorldSpec, require_engine
+    from resrl.tasks.alfworld.engine import require_engine
+    from resrl.tasks.alfworld.env import AlfWorldSpec
 
     require_engine()
     spec = spec or AlfWorldSpec()
@@ -232,7 +233,7 @@ def eval_arguments(parser) -> None:
 def eval_report(run) -> None:
     """`resrl eval` with ALFWorld data (the family's Evaluator.run): play run.specs and print the
     paper-layout table."""
-    from resrl.tasks.alfworld import AlfWorldSpec
+    from resrl.tasks.alfworld.env import AlfWorldSpec
 
     args, out = run.args, run.out
     spec = AlfWorldSpec(max_steps=args.max_steps, history_window=args.history_window, prompt_style=args.prompt_style)
