@@ -29,10 +29,10 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from resrl.data.alfworld import load_alfworld_tasks  # noqa: E402
-from resrl.envs.alfworld import AlfWorldSpec  # noqa: E402
-from resrl.envs.alfworld.engine import make_pddl_env  # noqa: E402
-from resrl.envs.alfworld.generator import generate  # noqa: E402
+from resrl.tasks.alfworld.data import load_alfworld_tasks  # noqa: E402
+from resrl.tasks.alfworld import AlfWorldSpec  # noqa: E402
+from resrl.tasks.alfworld.engine import make_pddl_env  # noqa: E402
+from resrl.tasks.alfworld.generator import generate  # noqa: E402
 
 
 def tree_hash(root: Path) -> str:

@@ -9,7 +9,7 @@ inputs (122,683 calls), once through `CodeExecutor` (one sandboxed process per p
 inputs batched into one forked child with a deadline per input, `--workers` problems at a time,
 return values compared in the parent) and once as a bare loop in this process (exec the solution,
 call it on a fresh copy of each input, the same comparison, no isolation, one core). Items = calls.
-The expected outputs come from the cache (`resrl.data.humanevalplus`; computed first if missing).
+The expected outputs come from the cache (`resrl.tasks.code.humanevalplus`; computed first if missing).
 
 For each program kind, the same N items (each program made unique with a comment, so the cache
 never answers) run twice on `--workers` threads: once through `CodeExecutor` (fresh namespaces,
@@ -32,8 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
 
-from resrl.rewards.code import CodeExecutor, normalize_output  # noqa: E402
-from resrl.rewards.sandbox import detect_isolation  # noqa: E402
+from resrl.tasks.code.reward import CodeExecutor, normalize_output  # noqa: E402
+from resrl.tasks.code.sandbox.runner import detect_isolation  # noqa: E402
 
 KINDS = {
     # name: (program, tests)
@@ -81,7 +81,7 @@ def run_sandbox(programs: list[str], tests: dict, workers: int) -> tuple[float, 
 
 
 def humanevalplus_rows(workers: int):
-    from resrl.data.humanevalplus import expected_outputs, load_rows, tests_for
+    from resrl.tasks.code.humanevalplus import expected_outputs, load_rows, tests_for
 
     rows = load_rows()
     outs = expected_outputs(rows, num_workers=workers)
@@ -102,7 +102,7 @@ def bare_humanevalplus(items) -> tuple[float, int, int]:
     every input, compare as the sandboxed path does."""
     import marshal
 
-    from resrl.rewards.code import expected_values, fn_output_matches, parse_tests
+    from resrl.tasks.code.reward import expected_values, fn_output_matches, parse_tests
 
     parsed = [(r, parse_tests(t)) for r, t in items]
     for _, t in parsed:
@@ -122,7 +122,7 @@ def bare_humanevalplus(items) -> tuple[float, int, int]:
 
 
 def sandbox_humanevalplus(items, workers: int) -> tuple[float, int, int]:
-    from resrl.rewards.code import parse_tests
+    from resrl.tasks.code.reward import parse_tests
 
     parsed = [(r["canonical_solution"], parse_tests(t)) for r, t in items]
     with CodeExecutor(num_workers=workers, timeout_s=30.0, stop_on_failure=False) as ex:

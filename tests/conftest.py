@@ -19,7 +19,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def alfworld_engine():
     """Skip (or, with RESRL_AGENT_TESTS=1, fail) when the extra 'agents' is not installed."""
-    from resrl.envs.alfworld.engine import EXTRA_HINT, engine_available
+    from resrl.tasks.alfworld.engine import EXTRA_HINT, engine_available
 
     if not engine_available():
         if os.environ.get("RESRL_AGENT_TESTS") == "1":
@@ -31,7 +31,7 @@ def alfworld_engine():
 def alfworld_synth(alfworld_engine, tmp_path_factory):
     """A small alfworld-synth set generated once per session: 6 train games (one per task type in
     ALFWorld's proportions), 1 valid_seen, 1 valid_unseen (seed 0). Returns its directory."""
-    from resrl.envs.alfworld.generator import generate
+    from resrl.tasks.alfworld.generator import generate
 
     out = tmp_path_factory.mktemp("alfworld-synth")
     generate(out, {"train": 6, "valid_seen": 1, "valid_unseen": 1}, seed=0, progress=None)

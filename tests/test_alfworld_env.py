@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from resrl.envs.alfworld.prompts import parse_action, step_messages
+from resrl.tasks.alfworld.prompts import parse_action, step_messages
 from resrl.errors import DataError, InputError
 
 
@@ -74,7 +74,7 @@ def test_step_prompt_window_and_fields():
 
 # ---- loaders (no engine) ------------------------------------------------------------------------
 def test_alfworld_names_need_the_data(monkeypatch, tmp_path):
-    from resrl.data.alfworld import load_alfworld_tasks, parse_spec
+    from resrl.tasks.alfworld.data import load_alfworld_tasks, parse_spec
 
     monkeypatch.delenv("ALFWORLD_DATA", raising=False)
     with pytest.raises(DataError, match="ALFWORLD_DATA"):
@@ -90,8 +90,8 @@ def test_alfworld_names_need_the_data(monkeypatch, tmp_path):
 
 
 def test_apportion_follows_alfworld_train_counts():
-    from resrl.envs.alfworld.generator import apportion, task_schedule
-    from resrl.envs.alfworld.scenes import TRAIN_COUNTS
+    from resrl.tasks.alfworld.generator import apportion, task_schedule
+    from resrl.tasks.alfworld.scenes import TRAIN_COUNTS
 
     assert sum(TRAIN_COUNTS.values()) == 3553  # ALFWorld's train split
     assert apportion(3553) == TRAIN_COUNTS
@@ -109,7 +109,7 @@ def test_apportion_follows_alfworld_train_counts():
 def test_scene_splits_are_alfreds(alfworld_engine, alfworld_synth):
     import alfworld.gen.constants as c
 
-    from resrl.envs.alfworld.scenes import split_scenes
+    from resrl.tasks.alfworld.scenes import split_scenes
 
     train, seen, unseen = (set(split_scenes(s)) for s in ("train", "valid_seen", "valid_unseen"))
     assert unseen == set(c.TEST_SCENE_NUMBERS) and train == seen == set(c.TRAIN_SCENE_NUMBERS)
@@ -121,7 +121,7 @@ def test_scene_splits_are_alfreds(alfworld_engine, alfworld_synth):
 
 
 def test_generated_set_layout_and_types(alfworld_engine, alfworld_synth):
-    from resrl.data.alfworld import load_alfworld_tasks
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
 
     rows = load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:train")
     assert Counter(r["task_type"] for r in rows) == Counter(["pick", "look", "clean", "heat", "cool", "pick2"])
@@ -151,8 +151,8 @@ def test_unmodified_alfredtwenv_loads_the_set(alfworld_engine, alfworld_synth):
 
 @pytest.mark.slow
 def test_expert_walkthrough_wins_every_game(alfworld_engine, alfworld_synth):
-    from resrl.data.alfworld import load_alfworld_tasks
-    from resrl.envs.alfworld import AlfWorldSpec
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
+    from resrl.tasks.alfworld import AlfWorldSpec
 
     env = pickle.loads(pickle.dumps(AlfWorldSpec().build()))  # built from a pickled copy, as a worker would
     played = Counter()
@@ -173,8 +173,8 @@ def test_expert_walkthrough_wins_every_game(alfworld_engine, alfworld_synth):
 @pytest.mark.slow
 def test_random_policy_rarely_wins(alfworld_engine, alfworld_synth):
     """Uniformly random admissible actions for 50 steps (measured on this set: see docs/tasks/agents.md)."""
-    from resrl.data.alfworld import load_alfworld_tasks
-    from resrl.envs.alfworld import AlfWorldSpec
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
+    from resrl.tasks.alfworld import AlfWorldSpec
 
     env = AlfWorldSpec(max_steps=50).build()
     rows = [r for r in load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:train") if r["task_type"] in ("pick2", "heat")]
@@ -191,7 +191,7 @@ def test_random_policy_rarely_wins(alfworld_engine, alfworld_synth):
 
 
 def test_same_seed_same_bytes(alfworld_engine, alfworld_synth):
-    from resrl.envs.alfworld.generator import make_game, task_schedule
+    from resrl.tasks.alfworld.generator import make_game, task_schedule
 
     kinds = task_schedule(6, 0, "train")
     again = make_game(0, "train", 1, kinds[1])
@@ -208,8 +208,8 @@ def test_same_seed_same_bytes(alfworld_engine, alfworld_synth):
 
 
 def test_hostile_model_outputs_are_bounded_and_counted(alfworld_engine, alfworld_synth):
-    from resrl.data.alfworld import load_alfworld_tasks
-    from resrl.envs.alfworld import NOTHING_HAPPENS, AlfWorldSpec
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
+    from resrl.tasks.alfworld import NOTHING_HAPPENS, AlfWorldSpec
 
     row = load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:valid_unseen")[0]
     walkthrough = json.loads(Path(row["game_file"]).read_text())["walkthrough"]
@@ -241,8 +241,8 @@ def test_hostile_model_outputs_are_bounded_and_counted(alfworld_engine, alfworld
 
 
 def test_multi_turn_layout_and_anchor(alfworld_engine, alfworld_synth):
-    from resrl.data.alfworld import load_alfworld_tasks
-    from resrl.envs.alfworld import AlfWorldSpec
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
+    from resrl.tasks.alfworld import AlfWorldSpec
 
     row = load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:valid_seen")[0]
     walkthrough = json.loads(Path(row["game_file"]).read_text())["walkthrough"]
@@ -287,7 +287,7 @@ def test_make_alfworld_cli_same_bytes_in_another_process(alfworld_engine, alfwor
 
 
 def test_alfworld_data_names_read_alfworld_data(alfworld_engine, alfworld_synth, monkeypatch):
-    from resrl.data.alfworld import load_alfworld_tasks
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
 
     monkeypatch.setenv("ALFWORLD_DATA", str(alfworld_synth))  # the generated tree is ALFWorld's layout
     rows = load_alfworld_tasks("alfworld:valid_unseen")
@@ -296,8 +296,8 @@ def test_alfworld_data_names_read_alfworld_data(alfworld_engine, alfworld_synth,
 
 
 def test_engine_failure_ends_only_that_episode(alfworld_engine, alfworld_synth):
-    from resrl.data.alfworld import load_alfworld_tasks
-    from resrl.envs.alfworld import AlfWorldSpec
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
+    from resrl.tasks.alfworld import AlfWorldSpec
 
     row = load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:valid_seen")[0]
     walkthrough = json.loads(Path(row["game_file"]).read_text())["walkthrough"]

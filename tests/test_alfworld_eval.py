@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from resrl.eval.alfworld import dataset_metrics, results_table
+from resrl.tasks.alfworld.evaluate import dataset_metrics, results_table
 
 
 def _rec(kind, won, steps=10, invalid=0, fmt=0, game="g"):
@@ -62,10 +62,10 @@ def tiny(tmp_path_factory):
 
 
 def test_scripted_episodes_score_exactly(alfworld_engine, alfworld_synth, tiny):
-    from resrl.data.alfworld import load_alfworld_tasks
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
     from resrl.engines.multiturn import ChatRenderer
-    from resrl.envs.alfworld import AlfWorldSpec
-    from resrl.eval.alfworld import play_episodes
+    from resrl.tasks.alfworld import AlfWorldSpec
+    from resrl.tasks.alfworld.evaluate import play_episodes
 
     _, _, tok = tiny
     rows = load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:train")[:3]
@@ -127,10 +127,10 @@ def test_cli_eval_writes_reports_and_resumes(alfworld_engine, alfworld_synth, ti
 
 def test_concatenated_multi_turn_rollout(alfworld_engine, alfworld_synth, tiny):
     """AlfWorldEnv in the existing concatenated layout (resrl.engines.multiturn.rollout_multi_turn)."""
-    from resrl.data.alfworld import load_alfworld_tasks
+    from resrl.tasks.alfworld.data import load_alfworld_tasks
     from resrl.engines.multiturn import ChatRenderer, rollout_multi_turn
-    from resrl.envs.alfworld import AlfWorldSpec, alfworld_env_factory
-    from resrl.envs.alfworld import env as env_module
+    from resrl.tasks.alfworld import AlfWorldSpec, alfworld_env_factory
+    from resrl.tasks.alfworld import env as env_module
 
     _, _, tok = tiny
     rows = load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:valid_seen")

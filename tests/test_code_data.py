@@ -11,12 +11,12 @@ from fractions import Fraction
 
 import pytest
 
-from resrl.data.code import default_reward, is_code_problem
+from resrl.tasks.code.data import default_reward, is_code_problem
 from resrl.data.loaders import Problem, load_benchmarks, load_problems
 from resrl.data.prompts import build_prompt_messages
 from resrl.eval import EvalConfig, Sample, evaluate
-from resrl.rewards.code import CodeExecutor, parse_tests
-from resrl.rewards.sandbox import SandboxLimits
+from resrl.tasks.code.reward import CodeExecutor, parse_tests
+from resrl.tasks.code.sandbox.runner import SandboxLimits
 
 LIMITS = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
 

@@ -188,9 +188,9 @@ def _check_tests(problem) -> dict:
 
 def sweep(which=PROBLEMS, timeout_s: float = 1.0, paths=("check", "function", "reward")) -> dict[str, dict[str, int]]:
     """{hack: {path: number of problems on which it earned reward}} for the three paths."""
-    from resrl.rewards.code import CodeExecutor
+    from resrl.tasks.code.reward import CodeExecutor
     from resrl.rewards.registry import load_reward_function
-    from resrl.rewards.sandbox import SandboxLimits
+    from resrl.tasks.code.sandbox.runner import SandboxLimits
 
     problems = _problems(which)
     limits = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
@@ -247,7 +247,7 @@ def test_every_path_was_really_tried(table):
 
 def test_honest_solutions_do_pass_through_the_same_paths():
     """The sweep's machinery gives reward to a correct program (else every zero above is vacuous)."""
-    from resrl.rewards.code import run_tests
+    from resrl.tasks.code.reward import run_tests
     from resrl.rewards.registry import load_reward_function
 
     problems = _problems(PROBLEMS)

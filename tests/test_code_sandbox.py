@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from resrl.rewards.code import run_tests
-from resrl.rewards.sandbox import SandboxLimits, detect_isolation, reap_dying, sandbox_uid_range
+from resrl.tasks.code.reward import run_tests
+from resrl.tasks.code.sandbox.runner import SandboxLimits, detect_isolation, reap_dying, sandbox_uid_range
 
 TIGHT = SandboxLimits(memory_mb=256, file_size_mb=1, open_files=32, processes=16, output_kb=64, tmpfs_mb=8,
                       startup_s=10.0)
@@ -305,7 +305,7 @@ def test_fallback_isolation_modes_still_score_and_time_out(monkeypatch, name):
     harness reports which layers it could not apply instead of failing."""
     import shutil
 
-    from resrl.rewards import sandbox
+    from resrl.tasks.code.sandbox import runner as sandbox
 
     spec = dict(FALLBACKS[name])
     if spec["unshare_prefix"]:
@@ -323,8 +323,8 @@ def test_fallback_isolation_modes_still_score_and_time_out(monkeypatch, name):
 
 NON_ROOT_SCRIPT = """
 import json, threading
-from resrl.rewards import sandbox as sb
-from resrl.rewards.code import run_tests
+from resrl.tasks.code.sandbox import runner as sb
+from resrl.tasks.code.reward import run_tests
 if WEAKEST:
     sb._ISOLATION = sb.Isolation(unshare_prefix=[], namespaces=[], drop_uid=False)
 ev = threading.Event()
@@ -390,7 +390,7 @@ def test_non_root_user_is_contained_too(weakest):
 def test_root_without_a_uid_drop_refuses_unless_allowed(monkeypatch):
     """Root, no namespaces, and an interpreter other uids cannot reach (a pyenv under /root): the
     harness cannot drop root, so RLIMIT_NPROC would not bind — it refuses to run programs."""
-    from resrl.rewards import code_harness, sandbox
+    from resrl.tasks.code.sandbox import code_harness, runner as sandbox
 
     closed = [d for d in sandbox._interpreter_dirs() if code_harness._closed_ancestor(d)]
     if not closed:
@@ -406,7 +406,7 @@ def test_root_without_a_uid_drop_refuses_unless_allowed(monkeypatch):
 def test_back_to_back_items_do_not_share_a_process_budget():
     """An item's processes are killed, not waited for: the next item must not inherit their count
     against RLIMIT_NPROC (each item gets a uid of its own)."""
-    from resrl.rewards.code import CodeExecutor
+    from resrl.tasks.code.reward import CodeExecutor
 
     limits = SandboxLimits(memory_mb=256, processes=3, tmpfs_mb=8)  # the harness, one test, one spare
     items = [(f"print(int(input()) * 2)  # {i}\n", {"inputs": ["1\n"], "outputs": ["2"]}) for i in range(40)]
@@ -416,7 +416,7 @@ def test_back_to_back_items_do_not_share_a_process_budget():
 
 
 # ---- the memory cap: which layer binds --------------------------------------------------------
-from resrl.rewards.sandbox import memory_cgroup_base, run_job  # noqa: E402
+from resrl.tasks.code.sandbox.runner import memory_cgroup_base, run_job  # noqa: E402
 
 CHILDREN_ALLOCATE = """import os, time
 n, mb = 6, 200

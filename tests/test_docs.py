@@ -90,7 +90,7 @@ def test_key_pages_exist_with_their_content(site):
     core = _page(site, "api/core")
     assert 'id="resrl.core.residual.resrl_token_advantages"' in core
     assert 'id="resrl.core.resrl_config.ResRLConfig"' in core
-    for path, ident in [("api/metrics", "resrl.metrics"), ("api/rewards", "resrl.rewards.math"),
+    for path, ident in [("api/metrics", "resrl.metrics"), ("api/tasks", "resrl.tasks.math.reward"),
                         ("api/eval", "resrl.eval.runner.evaluate"), ("api/training", "resrl.engines.trl.ResRLTrainer"),
                         ("api/training", "resrl.train.config.TrainConfig")]:
         assert f'id="{ident}"' in _page(site, path), (path, ident)

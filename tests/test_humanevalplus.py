@@ -17,12 +17,12 @@ from importlib import resources
 
 import pytest
 
-from resrl.data.code import code_benchmark_problems
-from resrl.data.humanevalplus import DATA_FILE, DATA_SHA256, load_rows
+from resrl.tasks.code.data import code_benchmark_problems
+from resrl.tasks.code.humanevalplus import DATA_FILE, DATA_SHA256, load_rows
 from resrl.data.loaders import load_benchmarks, load_problems
 from resrl.eval import EvalConfig, Sample, evaluate
-from resrl.rewards.code import CodeExecutor, parse_tests, run_tests
-from resrl.rewards.sandbox import SandboxLimits
+from resrl.tasks.code.reward import CodeExecutor, parse_tests, run_tests
+from resrl.tasks.code.sandbox.runner import SandboxLimits
 
 LIMITS = SandboxLimits(memory_mb=1024, processes=16, tmpfs_mb=8)
 PLUS_SUBSET = [f"HumanEval/{i}" for i in range(0, 164, 8)]

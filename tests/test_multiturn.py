@@ -187,8 +187,8 @@ def test_environment_tokens_get_zero_advantage_and_no_resrl_weight(tok, algorith
 @pytest.mark.parametrize("category", ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
                                       "multi_turn_long_context"])
 def test_bfcl_multi_turn_ground_truth_scores_100_percent(category):
-    from resrl.envs.bfcl import bfcl_multi_turn_envs, parse_ground_truth_turn
-    from resrl.rewards.tools import format_calls
+    from resrl.tasks.tools.bfcl_env import bfcl_multi_turn_envs, parse_ground_truth_turn
+    from resrl.tasks.tools.parsing import format_calls
 
     envs = bfcl_multi_turn_envs(category)
     assert len(envs) == 200
@@ -205,7 +205,7 @@ def test_bfcl_multi_turn_ground_truth_scores_100_percent(category):
 
 @needs_bfcl
 def test_bfcl_multi_turn_wrong_calls_fail_with_reasons():
-    from resrl.envs.bfcl import bfcl_multi_turn_envs
+    from resrl.tasks.tools.bfcl_env import bfcl_multi_turn_envs
 
     env = bfcl_multi_turn_envs("base", limit=1)[0]  # turn 0: cd, mkdir, mv in the file system
     env.reset()
@@ -330,8 +330,8 @@ def test_multi_turn_scoring_agrees_with_bfcl_checker():
 
     from bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker import multi_turn_checker
 
-    from resrl.data.bfcl import MULTI_TURN
-    from resrl.envs.bfcl import bfcl_multi_turn_envs, parse_ground_truth_turn, score_multi_turn
+    from resrl.tasks.tools.bfcl_data import MULTI_TURN
+    from resrl.tasks.tools.bfcl_env import bfcl_multi_turn_envs, parse_ground_truth_turn, score_multi_turn
 
     def as_text(c):  # a parsed call back to BFCL's executable string
         args = [repr(v) for v in c.get("positional", [])] + [f"{k}={v!r}" for k, v in c["arguments"].items()]
@@ -371,7 +371,7 @@ def test_multi_turn_scoring_agrees_with_bfcl_checker():
 def test_stateless_math_calls_are_isolated_and_time_limited():
     import time
 
-    from resrl.envs.bfcl import BFCLExecutor, load_bfcl_entries
+    from resrl.tasks.tools.bfcl_env import BFCLExecutor, load_bfcl_entries
 
     entry = next(e for e, _ in load_bfcl_entries("base") if "MathAPI" in e["involved_classes"])
     ex = BFCLExecutor(entry, call_timeout_s=2.0)

@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from resrl.rewards.code import (CodeExecutor, CodeReward, call_output_matches, candidate_program, extract_code,
+from resrl.tasks.code.reward import (CodeExecutor, CodeReward, call_output_matches, candidate_program, extract_code,
                                 normalize_output, parse_tests, run_tests)
 from resrl.rewards.registry import load_reward_function
-from resrl.rewards.sandbox import SandboxLimits
+from resrl.tasks.code.sandbox.runner import SandboxLimits
 
 LIMITS = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
 T = 1.0  # seconds per test: the timeouts below cost this much
@@ -212,7 +212,7 @@ def test_code_reward_rejects_malformed_tests_naming_the_item():
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from resrl.rewards import code_harness  # noqa: E402
+from resrl.tasks.code.sandbox import code_harness  # noqa: E402
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
@@ -255,8 +255,8 @@ def test_large_correct_output_with_many_lines_passes():
 
 
 # ---- function-level tests (EvalPlus semantics) ---------------------------------------------------
-from resrl.rewards.code import fn_output_matches  # noqa: E402
-from resrl.rewards.code_values import BadValue, NotData, decode, encode  # noqa: E402
+from resrl.tasks.code.reward import fn_output_matches  # noqa: E402
+from resrl.tasks.code.sandbox.code_values import BadValue, NotData, decode, encode  # noqa: E402
 
 FN = {"entry_point": "f", "prompt": "def f(x):\n    \"\"\"Twice x.\"\"\"\n", "inputs": [[1], [2], [3]],
       "outputs": [2, 4, 6]}

@@ -12,8 +12,9 @@ import random
 import pytest
 
 from resrl.rewards.registry import load_reward_function
-from resrl.rewards.tools import (ToolCallExactReward, ToolCallReward, bfcl_match, canonical_calls, format_calls,
-                                 parse_reference, parse_tool_calls, toolrl_correctness)
+from resrl.tasks.tools.bfcl_match import bfcl_match, canonical_calls, parse_reference
+from resrl.tasks.tools.parsing import format_calls, parse_tool_calls
+from resrl.tasks.tools.reward import ToolCallExactReward, ToolCallReward, toolrl_correctness
 
 HAVE_BFCL = importlib.util.find_spec("bfcl_eval") is not None
 needs_bfcl = pytest.mark.skipif(not HAVE_BFCL and not os.environ.get("CI"),
@@ -247,7 +248,7 @@ UNSATISFIABLE = {"live_simple_106-63-0", "live_simple_112-68-0", "live_multiple_
                                       "live_multiple", "live_parallel", "live_parallel_multiple", "irrelevance",
                                       "live_irrelevance", "live_relevance"])
 def test_bfcl_ground_truth_scores_100_percent(category):
-    from resrl.data.bfcl import bfcl_problems
+    from resrl.tasks.tools.bfcl_data import bfcl_problems
 
     problems = bfcl_problems(category)
     assert len(problems) >= 16
@@ -309,7 +310,7 @@ def _perturbations(rng, calls, functions):
 def test_reference_checker_agrees():
     """Our bfcl_match against bfcl-eval's own ast_checker on perturbed calls from every AST category."""
     from bfcl_reference_checker import reference_match
-    from resrl.data.bfcl import SINGLE_TURN, bfcl_problems
+    from resrl.tasks.tools.bfcl_data import SINGLE_TURN, bfcl_problems
 
     rng = random.Random(0)
     compared, disagree, kinds = 0, [], {}
@@ -338,7 +339,7 @@ def test_reference_checker_agrees():
 
 @needs_bfcl
 def test_bfcl_loader_errors_and_names():
-    from resrl.data.bfcl import bfcl_problems, canonical_category
+    from resrl.tasks.tools.bfcl_data import bfcl_problems, canonical_category
 
     assert canonical_category("base") == "multi_turn_base" and canonical_category("simple_python") == "simple"
     with pytest.raises(ValueError, match="unknown BFCL category"):
@@ -351,7 +352,7 @@ def test_bfcl_loader_errors_and_names():
 
 def test_tool_rows_load_and_bad_rows_name_the_row(tmp_path):
     from resrl.data.loaders import load_problems
-    from resrl.data.tools import synthetic_tool_rows
+    from resrl.tasks.tools.data import synthetic_tool_rows
 
     path = tmp_path / "tools.jsonl"
     rows = synthetic_tool_rows(8, seed=1)
@@ -374,7 +375,7 @@ def test_tool_rows_load_and_bad_rows_name_the_row(tmp_path):
 def test_bfcl_single_turn_evaluation_and_table(tmp_path):
     """The evaluator with tool_call_exact on BFCL entries gives BFCL's accuracy; the table groups it."""
     from resrl.data.loaders import load_benchmarks
-    from resrl.eval.bfcl import bfcl_rows, bfcl_table, split_bfcl_specs
+    from resrl.tasks.tools.evaluate import bfcl_rows, bfcl_table, split_bfcl_specs
     from resrl.eval.generation import Sample
     from resrl.eval.runner import EvalConfig, evaluate
 

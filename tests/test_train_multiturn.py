@@ -72,7 +72,7 @@ def test_bfcl_multi_turn_rows_map_back_to_their_environment(model_dir, tmp_path)
     dataset, rollout_func = _multi_turn(cfg, None)
     assert len(dataset) == 3 and callable(rollout_func)
     # the environment built for a round-tripped prompt is the row's BFCL entry
-    from resrl.envs.bfcl import BFCLMultiTurnEnv
+    from resrl.tasks.tools.bfcl_env import BFCLMultiTurnEnv
 
     made = _env_for_prompt(cfg)
     for row in dataset:

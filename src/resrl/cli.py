@@ -12,7 +12,8 @@ import importlib
 import os
 import sys
 
-# sub-command modules, in the order they appear in `resrl --help`
+# sub-command modules, in the order they appear in `resrl --help`; then the task families'
+# own (resrl.tasks.registry.command_modules(), e.g. resrl make-alfworld)
 COMMAND_MODULES = [
     "resrl.demo.command",      # resrl demo
     "resrl.train.command",     # resrl train
@@ -20,7 +21,6 @@ COMMAND_MODULES = [
     "resrl.models.command",    # resrl make-tiny-model, resrl convert-smollm2
     "resrl.diagnose.command",  # resrl diagnose
     "resrl.eval.compare",      # resrl compare
-    "resrl.envs.alfworld.command",  # resrl make-alfworld
 ]
 
 
@@ -30,7 +30,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="ResRL and RLVR baselines: train (TRL), evaluate (Avg@k, Pass@k), demo.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    from resrl.tasks.registry import command_modules
+
+    for name in COMMAND_MODULES + command_modules():
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:  # a command module not written yet

@@ -5,14 +5,16 @@ Two row formats are accepted (per row, so a file may even mix them):
 - simple:  {"problem": str, "answer": str | number, "id"?: str, ...}   (the packaged math sets)
 - veRL:    {"data_source": str, "prompt": str | [{"role", "content"}, ...], "ability"?: str,
             "reward_model": {"ground_truth": str | number | list, ...}, "extra_info"?: dict}
-- tools:   {"tools": [function docs], "messages": [...], "expected": [calls]}  (resrl.data.tools)
 
 Every row becomes a `Problem`. A row that is neither gives a ValueError naming the file and the
 1-based row number (the line number for jsonl).
 
-Code problems (`{"problem", "tests"}`, HumanEval rows, veRL rows whose ground truth is a tests
-object) are recognised first and built by `resrl.data.code`; `humaneval` and `humanevalplus` name
-the HumanEval+ data shipped in the package (`resrl.data.humanevalplus`). `.jsonl.gz` files are read too.
+The task families (`resrl.tasks.registry`) come first: rows of the shapes a family recognises are
+built by that family (code problems — `{"problem", "tests"}`, HumanEval rows, veRL rows whose
+ground truth is a tests object — by `resrl.tasks.code`; tool-calling rows — `{"tools",
+"messages", "expected"}` — by `resrl.tasks.tools`), and a spec a family serves by its prefix or
+name is loaded by that family (`rg:TASK`, `bfcl:<category>`, `humaneval`, `humanevalplus`, ...).
+`.jsonl.gz` files are read too.
 
 Names: `aime24`, `aime25`, `amc23`, `math500`, `minerva`, `olympiadbench`, `gsm8k`,
 `dapo_math_17k`, `dapo_math_17k_dedup` ship inside the package (`resrl.data.packaged_data`, gzip
@@ -34,6 +36,7 @@ from typing import Any, Iterable, Iterator
 
 from resrl.data.packaged_data import PackagedFile
 from resrl.data.problem import Problem, check_chat
+from resrl.tasks import registry as tasks
 
 BENCHMARKS = ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench", "gsm8k", "dapo_math_17k",
               "dapo_math_17k_dedup")  # the packaged math sets (resrl/data/packaged/math/manifest.json)
@@ -71,8 +74,6 @@ def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> P
     if path.is_file():
         return path
     name = str(spec)
-    from resrl.data.code import CODE_BENCHMARKS
-
     looked = []
     if "/" not in name and not name.endswith((*DATA_SUFFIXES, ".json")):
         for d in candidate_data_dirs(data_dir):
@@ -89,7 +90,7 @@ def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> P
         looked.append("the packaged data sets")
     hint = f"; looked for {looked}" if looked else ""
     raise DataError(f"data set {name!r} is neither an existing file nor a known name "
-                     f"(names: {list(BENCHMARKS) + list(CODE_BENCHMARKS)}; set --data-dir or ${DATA_DIR_ENV}){hint}")
+                     f"(names: {list(BENCHMARKS) + list(tasks.data_names())}; set --data-dir or ${DATA_DIR_ENV}){hint}")
 
 
 # ---- reading rows -------------------------------------------------------------------------------
@@ -145,14 +146,9 @@ def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
     """One decoded row -> Problem. `where` ("file: row N") prefixes every error message."""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    from resrl.data.code import code_row_to_problem, is_code_row
-
-    if is_code_row(row):
-        return code_row_to_problem(row, index, source, where)
-    from resrl.data.tools import is_tool_row, tool_row_to_problem
-
-    if is_tool_row(row):  # tool-calling format (resrl.data.tools): tools, messages, expected calls
-        return tool_row_to_problem(row, index, source, where)
+    for rows in tasks.row_formats():  # a task family's rows (code, tool calling, ...)
+        if rows.matches(row):
+            return rows.to_problem(row, index, source, where)
     if "problem" in row:  # simple format
         if not isinstance(row["problem"], str) or not row["problem"].strip():
             raise DataError(f"{where}: 'problem' must be a non-empty string")
@@ -194,29 +190,13 @@ def data_name(path: Path | PackagedFile) -> str:
     return Path(name).stem
 
 
-def _code_benchmark(spec) -> bool:
-    """A shipped code benchmark's name (`humaneval`, `humanevalplus`), not an existing file."""
-    from resrl.data.code import CODE_BENCHMARKS
-
-    return isinstance(spec, str) and spec.lower() in CODE_BENCHMARKS and not Path(spec).is_file()
-
-
 def load_problems(spec: str | Path | PackagedFile, data_dir: str | Path | None = None, limit: int | None = None) -> list[Problem]:
     """Problems of one file or named data set (see module docstring); the first `limit` if given.
-    `rg:TASK?...` is a reasoning-gym task (resrl.data.reasoning_gym), its train split by default;
-    `bfcl:<category>` reads a BFCL single-turn category (resrl.data.bfcl)."""
-    if str(spec).startswith("rg:"):
-        from resrl.data.reasoning_gym import load_rg_problems
-
-        return load_rg_problems(str(spec), split="train", limit=limit)
-    if str(spec).startswith("bfcl:"):
-        from resrl.data.bfcl import bfcl_problems
-
-        return bfcl_problems(str(spec)[5:], limit=limit)
-    if _code_benchmark(spec):
-        from resrl.data.code import code_benchmark_problems
-
-        return code_benchmark_problems(str(spec), limit=limit)
+    A spec a task family serves (`rg:TASK?...`, `bfcl:<category>`, `humaneval`, ...) is loaded by
+    that family, its train split where it has splits."""
+    family = tasks.family_for_data(spec)
+    if family is not None and family.load is not None:
+        return family.load(str(spec), split="train", limit=limit)
     path = resolve_data_path(spec, data_dir)
     source = data_name(path)
     problems = []
@@ -235,26 +215,16 @@ def load_problems(spec: str | Path | PackagedFile, data_dir: str | Path | None =
 
 def load_benchmarks(specs: list[str], data_dir: str | Path | None = None,
                     limit: int | None = None) -> dict[str, list[Problem]]:
-    """{name: problems} for several names / files; the key is the file stem."""
+    """{name: problems} for several names / files; the key is the file stem, or for a spec a task
+    family serves the family's report name (its held-out split where it has splits)."""
     out: dict[str, list[Problem]] = {}
     for spec in specs:
-        if str(spec).startswith("rg:"):  # a reasoning-gym task: its held-out (test) split by default
-            from resrl.data.reasoning_gym import load_rg_problems
-
-            out[str(spec)] = load_rg_problems(str(spec), split="test", limit=limit)
-            continue
-        if str(spec).startswith("bfcl:"):  # BFCL single-turn category, named bfcl_<category>
-            from resrl.data.bfcl import canonical_category
-
-            out[f"bfcl_{canonical_category(str(spec)[5:])}"] = load_problems(spec, limit=limit)
-            continue
-        if _code_benchmark(spec):
-            from resrl.data.code import BENCHMARK_KEYS
-
-            name = BENCHMARK_KEYS[str(spec).lower()]
-            if name in out:
+        family = tasks.family_for_data(spec)
+        if family is not None and family.load is not None:
+            name = family.report_name(str(spec)) if family.report_name is not None else str(spec)
+            if family.report_names_unique and name in out:
                 raise DataError(f"data set {spec!r}: a data set named '{name}' is already loaded")
-            out[name] = load_problems(spec, limit=limit)
+            out[name] = family.load(str(spec), split="test", limit=limit)
             continue
         path = resolve_data_path(spec, data_dir)
         name = data_name(path)

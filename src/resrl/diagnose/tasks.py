@@ -3,9 +3,10 @@
     chain, chain-1digit    the demo's chained-addition task (2-digit / 1-digit terms), held-out
                            split; it knows the correct chain, so tokens of wrong completions are
                            classed as shared prefix / first wrong token / after it
-    rg:TASK[?k=v&...]      a reasoning-gym task (see resrl.data.reasoning_gym), scored by its own verifier
-    NAME or FILE           any data set `resrl eval` reads (benchmark names, jsonl, parquet), scored
-                           by `--reward` (default math)
+    NAME or FILE           any data set `resrl eval` reads (benchmark names, jsonl, parquet, a task
+                           family's data such as rg:TASK[?k=v&...]), its held-out split where it has
+                           one, scored by `--reward` (default: the family's diagnose reward, e.g. rg
+                           for reasoning-gym, else math)
 """
 
 from __future__ import annotations
@@ -50,17 +51,17 @@ def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, rew
     from resrl.data.loaders import load_problems
     from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompts
     from resrl.rewards.registry import load_reward_function
+    from resrl.tasks.registry import default_reward, family_for_data
 
-    if spec.startswith("rg:"):  # reasoning-gym: the held-out split, scored by the package's verifiers
-        from resrl.data.reasoning_gym import load_rg_problems
-
-        problems = load_rg_problems(spec, split="test", limit=limit)
-        reward = reward or "rg"
+    family = family_for_data(spec)
+    if family is not None and family.load is not None:  # a family's data: its held-out split
+        problems = family.load(spec, split="test", limit=limit)
     else:
         problems = load_problems(spec, data_dir=data_dir, limit=limit)
+    reward = reward or (family.diagnose_reward if family is not None else None)
     prompts = render_prompts(problems, tokenizer, instruction if instruction is not None else DEFAULT_INSTRUCTION,
                              use_chat_template)
-    fn = load_reward_function(reward or "math")
+    fn = load_reward_function(reward or default_reward())
     return DiagnoseTask(spec, prompts, [p.answer for p in problems], fn, close=getattr(fn, "close", None))
 
 

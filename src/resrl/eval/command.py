@@ -72,15 +72,11 @@ def register(subparsers) -> None:
     p.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's choice). On a busy machine 1 can be much faster")
     p.add_argument("--no-progress", action="store_true")
-    a = p.add_argument_group("ALFWorld (alfworld:* / alfworld-synth:* data; docs/tasks/agents.md)")
-    a.add_argument("--prompt-style", choices=["verl-agent", "react"], default="verl-agent",
-                   help="verl-agent: fresh prompt per step with a history window (trained models); react: the "
-                        "untrained think-then-act prompting baseline")
-    a.add_argument("--max-steps", type=int, default=50, help="steps per episode (default 50)")
-    a.add_argument("--history-window", type=int, default=2, help="observation/action pairs in each prompt (default 2)")
-    a.add_argument("--max-prompt-tokens", type=int, default=None,
-                   help="cut longer step prompts from the left (default: no limit)")
-    a.add_argument("--label", default=None, help="row name in alfworld_results.md (default: the model directory)")
+    from resrl.tasks.registry import families
+
+    for family in families():  # the task families' own options (e.g. ALFWorld's argument group)
+        if family.evaluator is not None and family.evaluator.arguments is not None:
+            family.evaluator.arguments(p)
     p.set_defaults(func=run_eval)
 
     q = subparsers.add_parser("plot-passk", help="overlay the Pass@k curves of several `resrl eval` runs",
@@ -93,10 +89,10 @@ def register(subparsers) -> None:
 
 
 def run_eval(args) -> int:
-    from resrl.data.code import default_reward
     from resrl.data.loaders import load_benchmarks
     from resrl.data.prompts import DEFAULT_INSTRUCTION
     from resrl.eval.runner import EvalConfig, evaluate
+    from resrl.tasks.registry import default_eval_reward, family_for_data, families
 
     if args.threads is not None:
         if args.threads < 1:
@@ -104,19 +100,19 @@ def run_eval(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
-    from resrl.data.alfworld import is_alfworld_spec
-    from resrl.eval.bfcl import split_bfcl_specs
-
-    alfworld = [d for d in args.data if is_alfworld_spec(d)]
-    specs, multi_turn = split_bfcl_specs([d for d in args.data if not is_alfworld_spec(d)])
+    # data sets a task family's evaluator plays itself (ALFWorld games, BFCL multi-turn
+    # conversations) go to it; the others are sampled as single prompts
+    played: dict[str, list[str]] = {}
+    specs = []
+    for d in args.data:
+        family = family_for_data(d)
+        if family is not None and family.evaluator is not None and family.evaluator.takes(d):
+            played.setdefault(family.name, []).append(d)
+        else:
+            specs.append(d)
     n = args.n if args.n is not None else 16
     benchmarks = load_benchmarks(specs, data_dir=args.data_dir) if specs else {}
-    if args.reward:
-        reward = args.reward
-    elif all(str(d).startswith("bfcl:") for d in args.data if not is_alfworld_spec(d)):
-        reward = "tool_call_exact"
-    else:
-        reward = default_reward(benchmarks)
+    reward = args.reward or default_eval_reward(args.data, benchmarks)
     config = EvalConfig(
         n=n, ks=args.k, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size, seed=args.seed,
@@ -138,56 +134,14 @@ def run_eval(args) -> int:
             print(f"{t['new_samples']} samples in {t['wall_seconds']:.1f} s: {t['samples_per_s']:.2f} samples/s, "
                   f"{t['tokens_per_s']:.0f} generated tokens/s")
         print(f"wrote {out / 'samples.jsonl'}, {out / 'summary.json'}, {out / 'results.md'}, {out / 'passk.png'}")
-    if any(str(d).startswith("bfcl:") for d in args.data):
-        _bfcl_report(args, config, summary, multi_turn, out)
-    if alfworld:
-        _alfworld_report(args, alfworld, out)
+    from resrl.eval.episodes import EngineTools
+    from resrl.tasks.registry import EvalRun
+
+    for family in families():  # each family whose data was given: its episodes and its report
+        if family.evaluator is not None and any(family.serves(d) for d in args.data):
+            family.evaluator.run(EvalRun(args=args, config=config, specs=played.get(family.name, []), summary=summary,
+                                         out=out, tools=EngineTools()))
     return 0
-
-
-def _alfworld_report(args, specs, out) -> None:
-    """Play the ALFWorld data sets (resrl.eval.alfworld) and print the paper-layout table."""
-    from resrl.envs.alfworld import AlfWorldSpec
-    from resrl.eval.alfworld import evaluate_alfworld
-    from resrl.eval.runner import _load_model
-
-    spec = AlfWorldSpec(max_steps=args.max_steps, history_window=args.history_window, prompt_style=args.prompt_style)
-    model, tokenizer = _load_model(args.model, None)
-    summary = evaluate_alfworld(model, tokenizer, specs, out, spec=spec, n=args.n if args.n is not None else 1,
-                                temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
-                                batch_size=args.batch_size, limit=args.limit, seed=args.seed, label=args.label,
-                                use_chat_template=False if args.no_chat_template else None,
-                                max_prompt_tokens=args.max_prompt_tokens, model_name=str(args.model),
-                                progress=not args.no_progress)
-    print((out / "alfworld_results.md").read_text(), end="")
-    for name, m in summary["datasets"].items():
-        print(f"{name}: {m['episodes']} episodes, success {100 * m['success']:.1f}%, mean steps {m['mean_steps']:.1f}, "
-              f"invalid actions {100 * m['invalid_action_rate']:.1f}% / invalid format {100 * m['invalid_format_rate']:.1f}% of steps")
-    print(f"wrote {out / 'alfworld_episodes.jsonl'}, {out / 'alfworld_summary.json'}, {out / 'alfworld_results.md'}")
-
-
-def _bfcl_report(args, config, summary, multi_turn, out) -> None:
-    """Run the BFCL multi-turn categories (if any) and write bfcl_results.md / bfcl_multi_turn.json."""
-    import json
-
-    from resrl.eval.bfcl import bfcl_rows, bfcl_table, evaluate_multi_turn
-    from resrl.eval.runner import _load_model
-
-    results = None
-    if multi_turn:
-        model, tokenizer = _load_model(args.model, None)
-        results = evaluate_multi_turn(model, tokenizer, multi_turn, out, n=config.n, temperature=config.temperature,
-                                      top_p=config.top_p, max_turns=args.max_turns,
-                                      max_total_tokens=args.max_total_tokens, max_step_tokens=config.max_new_tokens,
-                                      batch_size=config.batch_size, limit=config.limit, seed=config.seed,
-                                      progress=config.progress)
-        out.mkdir(parents=True, exist_ok=True)
-        (out / "bfcl_multi_turn.json").write_text(json.dumps(results, indent=2) + "\n")
-    table = bfcl_table(bfcl_rows(summary, results))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bfcl_results.md").write_text(table)
-    print(table, end="")
-    print(f"wrote {out / 'bfcl_results.md'}")
 
 
 def run_plot(args) -> int:

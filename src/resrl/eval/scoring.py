@@ -1,8 +1,10 @@
 """Any scorer -> one `Verdict` per completion.
 
 Accepted scorers:
-- None or "math": a `MathVerifier` (isolated Math-Verify, per-item timeout) created here;
-- "exact" or "module:function": loaded with `resrl.rewards.registry.load_reward_function`;
+- None (the default family's reward, "math") or a reward name a task family registers an
+  evaluation verifier for ("math": a `MathVerifier`, isolated Math-Verify with a per-item timeout),
+  created here (`resrl.tasks.registry.eval_scorer`);
+- any other reward name or "module:function": loaded with `resrl.rewards.registry.load_reward_function`;
 - an object with `.score(completions, answers) -> list[ScoreResult-like]` (e.g. MathVerifier);
 - a `MathReward` (its verifier is used, so that extracted answers are kept);
 - a callable `(completions, answers) -> list[bool | float]` (a reward function): correct when the
@@ -38,11 +40,14 @@ class Scorer:
                  num_workers: int = 2) -> None:
         self._owned = None
         self.correct_threshold = correct_threshold
-        if scorer is None or scorer == "math":
-            from resrl.rewards.math import MathVerifier
+        if scorer is None or isinstance(scorer, str):
+            from resrl.tasks.registry import default_reward, eval_scorer
 
-            scorer = self._owned = MathVerifier(timeout_s=timeout_s, num_workers=num_workers)
-        elif isinstance(scorer, str):
+            scorer = default_reward() if scorer is None else scorer
+            verifier = eval_scorer(scorer)
+            if verifier is not None:
+                scorer = self._owned = verifier(timeout_s=timeout_s, num_workers=num_workers)
+        if isinstance(scorer, str):
             from resrl.rewards.registry import load_reward_function
 
             scorer = self._owned = load_reward_function(scorer, timeout_s=timeout_s, num_workers=num_workers)

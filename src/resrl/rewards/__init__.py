@@ -1,5 +1,6 @@
-"""Rewards: Math-Verify in an isolated process pool, exact match, and user functions by name.
+"""Rewards: the reward registry (`resrl.rewards.registry`: the task families' rewards by name, and
+user functions), the generic exact-match reward and the isolated process pool verifiers run in.
 
-Import the submodules directly (`resrl.rewards.math`, `resrl.rewards.exact`,
-`resrl.rewards.registry`); this package imports nothing heavy.
+The families' own rewards live in their packages (`resrl.tasks.math.reward`,
+`resrl.tasks.code.reward`, ...). Import the submodules directly; this package imports nothing.
 """

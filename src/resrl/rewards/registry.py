@@ -1,6 +1,7 @@
-"""Reward functions by name: `"math"`, `"exact"`, `"code"` (`"code-fraction"`), `"rg"` (reasoning-gym),
-`"tool_call"`, `"tool_call_exact"` (see `resrl.rewards.tools`; options as `"tool_call[format_weight=0.5]"`),
-or a user function `"module:function"`.
+"""Reward functions by name: the task families' rewards (`resrl.tasks.registry`): `"math"`,
+`"exact"`, `"code"` (`"code-fraction"`), `"rg"` (reasoning-gym), `"tool_call"`, `"tool_call_exact"`
+(see `resrl.tasks.tools.reward`; options as `"tool_call[format_weight=0.5]"`), or a user function
+`"module:function"`.
 
 A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
 per completion (the answers are the dataset's reference answers, as strings). It may expose a
@@ -15,6 +16,7 @@ User functions run in the caller's process: wrap anything that can hang with
 from __future__ import annotations
 
 from resrl.errors import InputError
+from resrl.tasks import registry as tasks
 from resrl.user_code import load_user_object
 
 import inspect
@@ -25,7 +27,10 @@ class RewardFunction(Protocol):
     def __call__(self, completions: list[str], answers: list[str]) -> list[float]: ...
 
 
-BUILTIN_REWARDS = ("math", "exact", "code", "code-fraction", "rg", "tool_call", "tool_call_exact")
+def __getattr__(name: str):
+    if name == "BUILTIN_REWARDS":  # the families' reward names ("math", "exact", "code", ...), registration order
+        return tasks.reward_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2) -> RewardFunction:
@@ -36,33 +41,16 @@ def load_reward_function(spec: str, *, timeout_s: float = 5.0, num_workers: int 
     1 when every test passes; "code-fraction" the fraction of tests passed.
     Raises ValueError naming the module or function when `spec` cannot be resolved.
     """
+    builtin = tasks.reward_names()
     if not isinstance(spec, str) or not spec.strip():
-        raise InputError(f"reward function spec must be one of {list(BUILTIN_REWARDS)} or 'module:function', got {spec!r}")
+        raise InputError(f"reward function spec must be one of {list(builtin)} or 'module:function', got {spec!r}")
     spec = spec.strip()
-    if spec == "math":
-        from resrl.rewards.math import MathReward
-
-        return MathReward(timeout_s=timeout_s, num_workers=num_workers)
-    if spec == "exact":
-        from resrl.rewards.exact import ExactMatchReward
-
-        return ExactMatchReward()
-    if spec in ("code", "code-fraction"):
-        from resrl.rewards.code import CodeReward
-
-        return CodeReward(timeout_s=timeout_s, num_workers=num_workers, partial=spec == "code-fraction")
-    if spec == "rg":  # reasoning-gym's own verifiers, for rg:TASK data (resrl.data.reasoning_gym)
-        from resrl.rewards.reasoning_gym import ReasoningGymReward
-
-        return ReasoningGymReward(timeout_s=timeout_s, num_workers=num_workers)
-    if spec.startswith("tool_call"):
-        from resrl.rewards.tools import tool_reward_from_spec
-
-        reward = tool_reward_from_spec(spec)
-        if reward is not None:
-            return reward
+    found = tasks.reward_name_of(spec)
+    if found is not None:
+        family, name = found
+        return family.rewards[name](spec, timeout_s=timeout_s, num_workers=num_workers)
     if ":" not in spec:
-        raise InputError(f"unknown reward function {spec!r}: use one of {list(BUILTIN_REWARDS)} "
+        raise InputError(f"unknown reward function {spec!r}: use one of {list(builtin)} "
                          f"or 'module:function' (e.g. 'my_pkg.rewards:score' or 'rewards.py:score')")
     fn = load_user_object(spec, "reward function")
     if inspect.isclass(fn):

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from resrl.tasks import registry as tasks
 from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from_dict, to_dict
 
 
@@ -336,22 +337,25 @@ class TrainConfig:
         from resrl.engines import rules
 
         rules.check(self.run_layout(num_processes), "config", ConfigError)
-        if self.env.name == "bfcl" and not str(self.data.train or "").startswith("bfcl:"):
-            raise ConfigError("config key 'env.name' is bfcl: data.train must be a BFCL multi-turn category, "
-                              "e.g. bfcl:multi_turn_base")
+        family_env = tasks.env_spec(self.env.name)  # a task family's environment: its data
+        if family_env is not None and family_env.data is not None \
+                and tasks.family_for_data(str(self.data.train or "")) is not tasks.family_for_env(self.env.name):
+            raise ConfigError(f"config key 'env.name' is {self.env.name}: data.train must be {family_env.data}")
 
     def _validate_env(self) -> None:
         e = self.env
         if e.layout not in ("concat", "step"):
             raise ConfigError(f"config key 'env.layout' must be concat or step, got {e.layout!r}")
+        family_env = tasks.env_spec(e.name)  # a task family's environment: the layouts it trains with
         if e.layout != "step":
-            if e.name == "alfworld":
-                raise ConfigError("config key 'env.layout': env.name alfworld trains with env.layout: step (a 50-step "
-                                  "episode as one concatenated sequence passes 30k tokens)")
+            if family_env is not None and e.layout not in family_env.layouts:
+                raise ConfigError(f"config key 'env.layout': env.name {e.name} trains with env.layout: "
+                                  f"{' or '.join(family_env.layouts)} ({family_env.layout_reason})")
             return
-        if e.name is None or e.name == "bfcl":
+        if e.name is None or (family_env is not None and "step" not in family_env.layouts):
             raise ConfigError("config key 'env.name': env.layout step needs an agent environment "
-                              "(alfworld or a module:function factory), got " + repr(e.name))
+                              f"({' or '.join([*tasks.step_env_names(), 'a module:function factory'])}), got "
+                              + repr(e.name))
         for key, ok, allowed in (("max_steps", e.max_steps >= 1, ">= 1"), ("history_window", e.history_window >= 0, ">= 0"),
                                  ("max_step_tokens", e.max_step_tokens >= 1, ">= 1"),
                                  ("step_timeout_s", e.step_timeout_s > 0, "> 0"),

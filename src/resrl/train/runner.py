@@ -246,28 +246,26 @@ def _load_reward(config: TrainConfig, reward_fn):
 
 
 def _multi_turn(config: TrainConfig, train_dataset):
-    """(train_dataset, TRL rollout_func) for the `env` section: the BFCL multi-turn entries of
-    data.train, or a user factory `f(prompt) -> Environment` called once per trajectory."""
+    """(train_dataset, TRL rollout_func) for the `env` section: a task family's environment (e.g.
+    `bfcl`: the BFCL multi-turn entries of data.train), or a user factory `f(prompt) -> Environment`
+    called once per trajectory."""
     from resrl.engines.multiturn import make_trl_rollout_func, prompt_key
+    from resrl.tasks.registry import env_spec
 
     env = config.env
-    if env.name == "bfcl":
+    family_env = env_spec(env.name)
+    if family_env is not None and family_env.concat_envs is not None:
         from datasets import Dataset
 
-        from resrl.envs.bfcl import BFCLMultiTurnEnv, bfcl_multi_turn_envs
-
-        envs = bfcl_multi_turn_envs(config.data.train[len("bfcl:"):], limit=config.data.max_problems or None)
-        entries, rows = {}, []
-        for e in envs:
-            prompt = e.reset()
-            entries[prompt_key(prompt)] = (e.entry, e.ground_truth)
-            rows.append({"prompt": prompt, "answer": e.entry["id"]})
+        makers, rows = {}, []
+        for prompt, answer, make_env in family_env.concat_envs(config.data.train, config.data.max_problems or None):
+            makers[prompt_key(prompt)] = make_env
+            rows.append({"prompt": prompt, "answer": answer})
         if train_dataset is None:
             train_dataset = Dataset.from_list(rows)
 
         def env_for_prompt(prompt):
-            entry, truth = entries[prompt_key(prompt)]
-            return BFCLMultiTurnEnv(entry, truth)
+            return makers[prompt_key(prompt)]()
     else:
         from resrl.user_code import load_user_object
 
@@ -285,11 +283,12 @@ def _step_layout(config: TrainConfig, train_dataset):
     import pickle
 
     from resrl.engines.steps import StepRolloutConfig
-    from resrl.envs.agents import STEP_ENVS, step_games
+    from resrl.envs.agents import step_factory, step_games
+    from resrl.tasks.registry import env_spec
     from resrl.user_code import load_user_object
 
     env = config.env
-    spec = STEP_ENVS.get(env.name, env.name)
+    spec = step_factory(env.name)
     try:
         factory = load_user_object(spec, "environment factory (config key 'env.name')")
     except ConfigError:
@@ -309,7 +308,8 @@ def _step_layout(config: TrainConfig, train_dataset):
         train_dataset = Dataset.from_list(step_games(config.data.train, config.data.data_dir,
                                                      config.data.max_problems or None))
     options = {"history_window": env.history_window, **env.options}
-    if env.name == "alfworld":  # the engine ends the episode itself at max_steps
+    family_env = env_spec(env.name)
+    if family_env is not None and family_env.ends_at_max_steps:  # the env ends the episode itself at max_steps
         options.setdefault("max_steps", env.max_steps)
     rollout = StepRolloutConfig(
         factory=factory, options=options,

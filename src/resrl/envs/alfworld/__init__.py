@@ -1,16 +1,16 @@
-"""ALFWorld-format household tasks: the environment, the `alfworld-synth` generator, the prompts.
+"""Deprecated: the package moved to `resrl.tasks.alfworld` in resrl 0.2 (this name goes away in 0.3).
 
-    from resrl.envs.alfworld import AlfWorldEnv, AlfWorldSpec
-    env = AlfWorldSpec(max_steps=50).build(); env.reset(task_row); env.step_prompt(); env.step(text)
+Its names are re-exported here, and its modules (`resrl.envs.alfworld.env`, `.engine`,
+`.generator`, `.prompts`, `.scenes`, `.command`) are aliases of the moved ones."""
 
-Importing this package needs nothing beyond resrl; playing or generating games needs the optional
-extra `agents` (alfworld + textworld[pddl]), imported on first use (resrl.envs.alfworld.engine).
-"""
+from resrl._deprecation import moved
 
-from resrl.envs.alfworld.engine import EXTRA_HINT, engine_available, require_engine
-from resrl.envs.alfworld.env import (NOTHING_HAPPENS, AlfWorldEnv, AlfWorldSpec, alfworld_env_factory,
-                                     make_alfworld_env)
-from resrl.envs.alfworld.prompts import STYLES, parse_action, step_messages
+_new = moved(__name__, "resrl.tasks.alfworld")
 
-__all__ = ["AlfWorldEnv", "AlfWorldSpec", "make_alfworld_env", "alfworld_env_factory", "NOTHING_HAPPENS", "STYLES", "parse_action",
-           "step_messages", "EXTRA_HINT", "engine_available", "require_engine"]
+(AlfWorldEnv, AlfWorldSpec, make_alfworld_env, alfworld_env_factory, NOTHING_HAPPENS, STYLES, parse_action,
+ step_messages, EXTRA_HINT, engine_available, require_engine) = (
+    _new.AlfWorldEnv, _new.AlfWorldSpec, _new.make_alfworld_env, _new.alfworld_env_factory, _new.NOTHING_HAPPENS,
+    _new.STYLES, _new.parse_action, _new.step_messages, _new.EXTRA_HINT, _new.engine_available, _new.require_engine)
+
+__all__ = ["AlfWorldEnv", "AlfWorldSpec", "make_alfworld_env", "alfworld_env_factory", "NOTHING_HAPPENS", "STYLES",
+           "parse_action", "step_messages", "EXTRA_HINT", "engine_available", "require_engine"]
