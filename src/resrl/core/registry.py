@@ -20,6 +20,7 @@ from torch import Tensor
 
 from . import advantages as A
 from . import step_advantages as S
+from .step_advantages import EMPGConfig, GiGPOConfig  # noqa: F401  (their home is next to their math)
 from . import flowrl as _flowrl  # noqa: F401  (registers the "flowrl" policy loss)
 from .flowrl import FlowRLConfig
 from .loss import get_policy_loss
@@ -45,40 +46,6 @@ class AdvantageInputs:
     anchor_index: Tensor | None = None      # (B,) int64, equal ids = identical environment states
     step_rewards: Tensor | None = None      # (B,) float, the environment's reward of this step
     step_entropy: Tensor | None = None      # (B,) float, mean token entropy of the step's response
-
-
-@dataclass
-class GiGPOConfig:
-    """GiGPO (arXiv 2505.10978), defaults from verl-agent's ALFWorld run script."""
-    gamma: float = 0.95                 # discount of the step returns (algorithm.gamma)
-    omega: float = 1.0                  # weight of the step advantage (algorithm.gigpo.step_advantage_w)
-    mode: str = "mean_std_norm"         # mean_std_norm | mean_norm (algorithm.gigpo.mode)
-    episode_stats: str = "steps"        # steps (verl-agent's compute_mean_std_cross_steps) | trajectories
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ValueError(f"GiGPOConfig.gamma must be in [0, 1], got {self.gamma!r}")
-        if not (isinstance(self.omega, (int, float)) and self.omega >= 0):
-            raise ValueError(f"GiGPOConfig.omega must be a float >= 0, got {self.omega!r}")
-        if self.mode not in S.GIGPO_MODES:
-            raise ValueError(f"GiGPOConfig.mode must be one of {S.GIGPO_MODES}, got {self.mode!r}")
-        if self.episode_stats not in S.EPISODE_STATS:
-            raise ValueError(f"GiGPOConfig.episode_stats must be one of {S.EPISODE_STATS}, got {self.episode_stats!r}")
-
-
-@dataclass
-class EMPGConfig:
-    """EMPG (arXiv 2509.09265), defaults from the project page's reference code."""
-    k: float = 1.0                      # self-calibrating scaling g(H) = exp(−k Ĥ) / mean
-    k_f: float = 1.0                    # future-clarity bonus f(H) = exp(−k_f Ĥ)
-    zeta: float = 0.1                   # weight of the bonus
-    eps: float = 1e-8                   # of the min-max entropy normalisation and of g's mean
-
-    def __post_init__(self) -> None:
-        for name in ("k", "k_f", "zeta", "eps"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and v >= 0):
-                raise ValueError(f"EMPGConfig.{name} must be a float >= 0, got {v!r}")
 
 
 @dataclass

@@ -41,6 +41,8 @@ float32 (B,) sequence advantages; the registry broadcasts them over the response
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor
 
@@ -48,6 +50,42 @@ from .advantages import grpo_advantages
 
 GIGPO_MODES = ("mean_std_norm", "mean_norm")
 EPISODE_STATS = ("steps", "trajectories")
+
+
+# ---- configuration (AlgorithmConfig.gigpo / .empg; YAML algorithm.gigpo / algorithm.empg) -------
+
+@dataclass
+class GiGPOConfig:
+    """GiGPO (arXiv 2505.10978), defaults from verl-agent's ALFWorld run script."""
+    gamma: float = 0.95                 # discount of the step returns (algorithm.gamma)
+    omega: float = 1.0                  # weight of the step advantage (algorithm.gigpo.step_advantage_w)
+    mode: str = "mean_std_norm"         # mean_std_norm | mean_norm (algorithm.gigpo.mode)
+    episode_stats: str = "steps"        # steps (verl-agent's compute_mean_std_cross_steps) | trajectories
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"GiGPOConfig.gamma must be in [0, 1], got {self.gamma!r}")
+        if not (isinstance(self.omega, (int, float)) and self.omega >= 0):
+            raise ValueError(f"GiGPOConfig.omega must be a float >= 0, got {self.omega!r}")
+        if self.mode not in GIGPO_MODES:
+            raise ValueError(f"GiGPOConfig.mode must be one of {GIGPO_MODES}, got {self.mode!r}")
+        if self.episode_stats not in EPISODE_STATS:
+            raise ValueError(f"GiGPOConfig.episode_stats must be one of {EPISODE_STATS}, got {self.episode_stats!r}")
+
+
+@dataclass
+class EMPGConfig:
+    """EMPG (arXiv 2509.09265), defaults from the project page's reference code."""
+    k: float = 1.0                      # self-calibrating scaling g(H) = exp(−k Ĥ) / mean
+    k_f: float = 1.0                    # future-clarity bonus f(H) = exp(−k_f Ĥ)
+    zeta: float = 0.1                   # weight of the bonus
+    eps: float = 1e-8                   # of the min-max entropy normalisation and of g's mean
+
+    def __post_init__(self) -> None:
+        for name in ("k", "k_f", "zeta", "eps"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and v >= 0):
+                raise ValueError(f"EMPGConfig.{name} must be a float >= 0, got {v!r}")
 
 
 def _check_rows(**tensors: Tensor | None) -> int:

@@ -21,7 +21,7 @@ examples:
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "train", help="RL training with TRL for grpo, drgrpo, dapo, psr, nsr, w-reinforce, flowrl, resrl, nthr, passk",
+        "train", help="RL training with TRL for every algorithm of the core registry (train --help lists them)",
         description="Train a local causal LM with RL from verifiable rewards (TRL GRPOTrainer + resrl.core).",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--config", required=True, help="YAML config file (see configs/)")
@@ -30,6 +30,24 @@ def register(subparsers) -> None:
                    help="continue from the newest complete checkpoint in train.output_dir")
     p.add_argument("--check", action="store_true", help="validate the config and exit")
     p.set_defaults(func=run)
+    with_algorithm_list(p)
+
+
+def with_algorithm_list(parser: argparse.ArgumentParser) -> None:
+    """Append the registry's algorithm names to the epilog when the help is printed (not when the
+    parser is built: importing the registry imports torch, and `resrl --help` must stay fast)."""
+    format_help, epilog = parser.format_help, parser.epilog
+
+    def format_help_with_algorithms() -> str:
+        from resrl.core.registry import ALGORITHMS
+
+        parser.epilog = f"{epilog}algorithms (algorithm.name): {', '.join(ALGORITHMS)}\n"
+        try:
+            return format_help()
+        finally:
+            parser.epilog = epilog
+
+    parser.format_help = format_help_with_algorithms
 
 
 def run(args) -> int:

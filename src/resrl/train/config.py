@@ -7,9 +7,10 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
     data:       the training problems (jsonl / parquet, veRL columns or {"problem", "answer"})
     reward:     the verifier ("math", "exact", "code", "code-fraction", ... or "module:function";
                 resrl.rewards.registry lists them)
-    algorithm:  resrl.core.registry.AlgorithmConfig (name: grpo | drgrpo | dapo | psr | nsr |
-                w-reinforce | flowrl | resrl; resrl: {...} holds resrl.core.ResRLConfig,
-                flowrl: {...} resrl.core.flowrl.FlowRLConfig)
+    algorithm:  resrl.core.registry.AlgorithmConfig (name: any of resrl.core.registry.ALGORITHMS,
+                listed by `resrl train --help`; each method's own settings sit next to its math:
+                resrl: ResRLConfig, nthr: NTHRConfig, flowrl: FlowRLConfig, gigpo / empg:
+                resrl.core.step_advantages)
     loss:       resrl.core.loss.LossConfig (keys not given take the algorithm's defaults)
     train:      batch shape, optimiser, sampling, seed, steps
     engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
