@@ -5,6 +5,7 @@ and with a rule disabled its case goes through (the tests depend on the rule, no
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 from train_helpers import build_small_model, overrides, toy_dataset
@@ -96,6 +97,7 @@ def test_rule_from_the_trainer(model_dir, rule):
         make_trainer(model_dir, *extra, step=step)
 
 
+@pytest.mark.filterwarnings("ignore:You are using 'rollout_func'")
 def test_trainer_only_rules(model_dir):
     with pytest.raises(ValueError, match="resrl_mode must be auto, aligned or extra-pass, got 'fast'"):
         make_trainer(model_dir, resrl_mode="fast")
@@ -143,7 +145,7 @@ def test_planted_disabled_rule_lets_its_case_through(rule, monkeypatch):
     try:
         cfg.validate(num_processes=processes, need_model=False, need_data=False)
     except ConfigError as exc:  # another check may still object, but not with this rule's message
-        assert not __import__("re").search(message, str(exc)), exc
+        assert not re.search(message, str(exc)), exc
 
 
 def test_planted_disabled_rule_lets_the_trainer_through(model_dir, monkeypatch):

@@ -463,3 +463,45 @@ def test_no_engine_module_but_trl_compat_touches_trl_private_names():
 
 def test_planted_private_use_is_seen():
     assert private_uses('m = trainer._metrics["train"]\nself._step += 1\nx._generate_once()') == ["_metrics", "_step"]
+
+
+def _vision_batch():
+    """4 rows in 2 groups, one image each of 2 / 3 / 2 / 1 pixel rows (Qwen-VL layout: flat
+    pixel_values, image_grid_thw per image, num_images per row); pixel row values = their row."""
+    sizes = [2, 3, 2, 1]
+    return {"prompt_ids": torch.arange(4)[:, None], "completion_ids": torch.arange(4)[:, None],
+            "group_index": torch.tensor([0, 0, 1, 1]), "num_items_in_batch": torch.tensor(4.0),
+            "pixel_values": torch.cat([torch.full((n, 3), float(r)) for r, n in enumerate(sizes)]),
+            "image_grid_thw": torch.tensor([[1, 1, n] for n in sizes]), "num_images": [1, 1, 1, 1]}
+
+
+def _prepare(batch):
+    from types import SimpleNamespace
+
+    fake = SimpleNamespace(model=SimpleNamespace(training=True), num_iterations=1, _step=0, _buffered_inputs=None,
+                           args=SimpleNamespace(steps_per_generation=2),
+                           _generate_and_score_completions=lambda inputs: batch)
+    return [GRPOHooks._prepare_inputs(fake, None) for fake._step in (0, 1)]
+
+
+def test_prepare_inputs_keeps_each_rows_pixels_with_it():
+    """TRL's pixel-value split/unsplit around the (group) shuffle: each micro-batch's pixel rows
+    are its own rows' images."""
+    torch.manual_seed(0)
+    for micro in _prepare(_vision_batch()):
+        rows = micro["prompt_ids"][:, 0].tolist()
+        expected = torch.cat([torch.full((int(micro["image_grid_thw"][i].prod()), 3), float(r))
+                              for i, r in enumerate(rows)])
+        assert torch.equal(micro["pixel_values"], expected)
+
+
+def test_planted_missing_pixel_split_is_seen(monkeypatch):
+    monkeypatch.setattr(compat, "split_pixel_values_by_grid", lambda batch: batch)  # the drifted copy
+    monkeypatch.setattr(compat, "unsplit_pixel_values_by_grid", lambda batch: batch)
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError):
+        for micro in _prepare(_vision_batch()):
+            rows = micro["prompt_ids"][:, 0].tolist()
+            expected = torch.cat([torch.full((int(micro["image_grid_thw"][i].prod()), 3), float(r))
+                                  for i, r in enumerate(rows)])
+            assert torch.equal(micro["pixel_values"], expected)
