@@ -91,7 +91,7 @@ class AlgorithmConfig:
     correct_threshold: float = 0.0      # a response is correct when reward > this
     resrl: ResRLConfig = field(default_factory=ResRLConfig)
     flowrl: FlowRLConfig = field(default_factory=FlowRLConfig)  # FlowRL's log Z head
-    nthr: NTHRConfig = field(default_factory=NTHRConfig)        # NTHR's threshold, scale, top-K
+    nthr: NTHRConfig = field(default_factory=NTHRConfig)        # NTHR's β, η, vocabulary (Deng et al. 2025)
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)     # gigpo, gigpo-resrl (step layout)
     empg: EMPGConfig = field(default_factory=EMPGConfig)        # empg (step layout)
     overlong_buffer: int = 0            # DAPO overlong shaping: buffer length (0 = off)
