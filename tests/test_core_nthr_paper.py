@@ -244,3 +244,18 @@ def test_config_names_and_renamed_keys():
     for old, word in (("threshold", "beta"), ("scale", "eta")):
         with pytest.raises(ConfigError, match=rf"'algorithm.nthr.{old}' was renamed.*{word}"):
             config_from_dict({"algorithm": {"name": "nthr", "nthr": {old: 0.5}}})
+
+
+def test_the_papers_recipe_config():
+    """configs/qwen25_math_nthr.yaml: §7.3's G = 8, dynamic sampling, KL 1e-4, clip 0.2, temperature 1.0."""
+    from pathlib import Path
+
+    from resrl.train.config import load_config
+
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "qwen25_math_nthr.yaml")
+    cfg.validate(num_processes=4, need_model=False, need_data=False)
+    assert cfg.algorithm.name == "nthr" and cfg.algorithm.nthr == NTHRConfig()
+    assert (cfg.train.group_size, cfg.train.temperature, cfg.train.rollout_prompts, cfg.train.update_prompts,
+            cfg.train.learning_rate) == (8, 1.0, 256, 64, 1e-6)
+    assert cfg.engine.dynamic_sampling is True and cfg.dynamic_sampling is True
+    assert (cfg.loss.kl_coef, cfg.loss.clip_eps_low, cfg.loss.clip_eps_high) == (1e-4, 0.2, 0.2)

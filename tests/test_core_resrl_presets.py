@@ -251,3 +251,22 @@ def test_micro_batch_groups_layout():
         assert rows.numel() <= 2 and gidx[rows].unique().numel() == 1
     with pytest.raises(ValueError, match="grouping_ranks"):
         micro_batch_groups(gidx, lengths, micro_batch=2, ranks=3)
+
+
+def test_math_recipe_is_the_authors_setting_where_the_paper_is_silent_and_one_switch_from_their_code():
+    from pathlib import Path
+
+    from resrl.train.config import load_config
+
+    path = Path(__file__).resolve().parents[1] / "configs" / "qwen3_math_resrl.yaml"
+    cfg = load_config(path)
+    assert cfg.model.path.endswith("Qwen3-4B") and cfg.trl["chat_template_kwargs"] == {"enable_thinking": False}
+    assert cfg.loss.dual_clip_c == 3.0 and cfg.loss.agg == "seq-mean-token-mean"
+    a = cfg.algorithm
+    assert (a.length_scale, a.length_scale_start, a.length_scale_min, a.max_response_length) == (True, 3500, 0.7, 4096)
+    assert (a.resrl.quantile_low, a.resrl.boundary_tokens, a.resrl.grouping) == (0.1, 32, "whole")
+    authors = load_config(path, ["algorithm.resrl.preset=authors-code"])
+    r = authors.algorithm.resrl
+    assert (r.quantile_low, r.quantile_high, r.boundary_tokens, r.svd, r.grouping, r.positive) == \
+        (0.2, 0.8, 0, "pca_lowrank", "micro-batch", "reward")
+    assert authors.loss.agg == "token-mean"
