@@ -176,7 +176,10 @@ def negative_methods_table(shapes, threads, repeats, topk=32):
             (f"head sketch: x̂Wᵀ + top-{topk} (V={NEGATIVE_VOCAB})", make_sketch),
             ("resrl weighting=interference (sketch given)",
              lambda: interference_token_advantages(sketch_box["s"], mask, adv, gidx, ResRLConfig(weighting="interference"))),
-            ("nthr (sketch given)", lambda: nthr_token_advantages(sketch_box["s"], mask, adv, gidx, NTHRConfig(topk=topk))),
+            ("nthr, top-K sketch (sketch given)",
+             lambda: nthr_token_advantages(sketch_box["s"], mask, adv, gidx, NTHRConfig(vocabulary="topk", topk=topk))),
+            ("nthr, exact V*ₓ (default; sketch given)",
+             lambda: nthr_token_advantages(sketch_box["s"], mask, adv, gidx, NTHRConfig())),
         ]
         desc = f"{label}: {shape['groups']}x{shape['group_size']}x{shape['T']}, d={d}"
         base = None

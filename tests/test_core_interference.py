@@ -238,12 +238,12 @@ def reference_nthr(logits, states, targets, mask, adv, gidx, cfg):
     for b in range(B):
         pos_vals = [float(s_pos[c, t]) for c in range(B) if gidx[c] == gidx[b] and is_pos[c]
                     for t in range(T) if mask[c, t]]
-        tau = cfg.threshold * sum(pos_vals) / len(pos_vals) if pos_vals else 0.0
+        tau = cfg.beta * sum(pos_vals) / len(pos_vals) if pos_vals else 0.0
         for t in range(T):
             if not mask[b, t]:
                 continue
             sel = (not is_pos[b]) and pos_vals and float(s_neg[b, t]) > tau
-            out[b, t] = adv[b] * (cfg.scale if sel else 1.0)
+            out[b, t] = adv[b] * (cfg.eta_constant if sel else 1.0)
     return out
 
 
@@ -256,7 +256,9 @@ def test_nthr_matches_restatement(seed):
     for gval in gidx.unique():
         r = rewards[gidx == gval]
         adv[gidx == gval] = (r - r.mean()) / (r.std() + 1e-6)
-    cfg = NTHRConfig(threshold=0.5 + 0.25 * seed, scale=0.3, topk=11)
+    # the project's earlier reading (pooled-mean threshold, fixed scale), kept as an option
+    cfg = NTHRConfig(beta=0.5 + 0.25 * seed, threshold_rule="pooled-mean", eta="constant", eta_constant=0.3,
+                     vocabulary="topk", topk=11)
     ours, stats = nthr_token_advantages(sketch_from_logits(states, logits, targets, 11), mask, adv.float(), gidx, cfg)
     ref = reference_nthr(logits, states, targets, mask, adv, gidx, cfg)
     assert torch.allclose(ours.double(), ref, rtol=1e-5, atol=1e-6)
@@ -264,25 +266,27 @@ def test_nthr_matches_restatement(seed):
 
 
 def test_nthr_hand_case_and_registry():
-    """Two correct responses, one token each: y = 0, p = (.5,.5), x = 1: ⟨δ,δ⟩ = .5, so s⁺ of each =
-    .5 (the OTHER response's token only) -> τ = η·.5. Negatives at x = 1: y = 0 -> s⁻ = 2·.5 = 1
-    (> τ for η = 1.9, selected), y = 1 -> s⁻ = −1 (kept); η = 2.1: τ = 1.05, nothing selected."""
+    """The project's earlier reading (threshold_rule=pooled-mean, fixed scale; β is its old "η").
+    Two correct responses, one token each: y = 0, p = (.5,.5), x = 1: ⟨δ,δ⟩ = .5, so s⁺ of each =
+    .5 (the OTHER response's token only) -> τ = β·.5. Negatives at x = 1: y = 0 -> s⁻ = 2·.5 = 1
+    (> τ for β = 1.9, selected), y = 1 -> s⁻ = −1 (kept); β = 2.1: τ = 1.05, nothing selected."""
     logits = torch.zeros(4, 1, 2, dtype=torch.float64)
     states = torch.ones(4, 1, 1, dtype=torch.float64)
     targets = torch.tensor([[0], [0], [0], [1]])
     mask = torch.ones(4, 1, dtype=torch.bool)
     rewards = torch.tensor([1.0, 1.0, 0.0, 0.0])
     sk = sketch_from_logits(states, logits, targets, k=2)
-    cfg = AlgorithmConfig(name="nthr", nthr=NTHRConfig(threshold=1.9, scale=0.5))
+    old_reading = dict(threshold_rule="pooled-mean", eta="constant", eta_constant=0.5, vocabulary="topk")
+    cfg = AlgorithmConfig(name="nthr", nthr=NTHRConfig(beta=1.9, **old_reading))
     adv, stats = compute_token_advantages(AdvantageInputs(rewards, torch.zeros(4, dtype=torch.long), mask, head=sk), cfg)
     a = 0.5 / (torch.tensor([1., 1, 0, 0]).std().item() + 1e-6)
     assert adv[:, 0].tolist() == pytest.approx([a, a, -0.5 * a, -a], rel=1e-5)
     assert stats["nthr_selected_frac"] == 0.5
-    cfg2 = AlgorithmConfig(name="nthr", nthr=NTHRConfig(threshold=2.1, scale=0.5))   # 1 > 1.05 is false
+    cfg2 = AlgorithmConfig(name="nthr", nthr=NTHRConfig(beta=2.1, **old_reading))   # 1 > 1.05 is false
     adv2, _ = compute_token_advantages(AdvantageInputs(rewards, torch.zeros(4, dtype=torch.long), mask, head=sk), cfg2)
     assert adv2[:, 0].tolist() == pytest.approx([a, a, -a, -a], rel=1e-5)
-    with pytest.raises(ValueError, match="NTHRConfig.scale"):
-        NTHRConfig(scale=1.5)
+    with pytest.raises(ValueError, match="NTHRConfig.eta_constant"):
+        NTHRConfig(eta_constant=1.5)
 
 
 @pytest.mark.parametrize("k", [1, 3])

@@ -20,7 +20,8 @@ from resrl.core import AdvantageInputs, AlgorithmConfig, ResRLConfig, compute_to
 from resrl.engines.verl.layouts import pad_responses  # noqa: E402
 from resrl.engines.verl.weights import RankWeightAccumulator  # noqa: E402
 
-NAMES = {"resrl": "resrl", "w_reinforce": "w-reinforce", "psr": "psr", "nsr": "nsr"}  # veRL name -> resrl.core
+NAMES = {"resrl": "resrl", "w_reinforce": "w-reinforce", "psr": "psr", "nsr": "nsr",
+         "passk": "passk"}  # veRL name -> resrl.core
 
 
 def test_entry_point_is_discovered_by_import_verl():
@@ -66,7 +67,7 @@ def rank_multiplier(rewards, mask, uids, hidden, cfg):
     return acc.finish(group_size=4)
 
 
-@pytest.mark.parametrize("name", ["w_reinforce", "psr", "nsr"])
+@pytest.mark.parametrize("name", ["w_reinforce", "psr", "nsr", "passk"])
 def test_registered_estimator_equals_resrl_core_through_verl_compute_advantage(name):
     """veRL's own `compute_advantage` (the legacy trainer's and the v1 trainer's path for every
     estimator but grpo) calls the registered function; the result equals resrl.core."""
@@ -77,9 +78,9 @@ def test_registered_estimator_equals_resrl_core_through_verl_compute_advantage(n
     data = DataProto.from_dict(tensors={"token_level_rewards": tlr, "response_mask": mask},
                                non_tensors={"uid": uids})
     algo = OmegaConf.create({"adv_estimator": name, "norm_adv_by_std_in_grpo": True,
-                             "resrl": {"wreinforce_lambda": 0.25}})
+                             "resrl": {"wreinforce_lambda": 0.25, "passk_k": 2}})
     out = compute_advantage(data, adv_estimator=name, config=algo)
-    extra = {"wreinforce_lambda": 0.25} if name == "w_reinforce" else {}
+    extra = {"wreinforce_lambda": 0.25} if name == "w_reinforce" else {"passk_k": 2} if name == "passk" else {}
     want = core_reference(name, rewards, mask, uids, **extra)
     assert torch.equal(out.batch["advantages"], want)
     assert torch.equal(out.batch["returns"], want)
@@ -166,3 +167,20 @@ def test_verl_balance_batch_splits_groups_the_plugin_refuses_and_group_balance_k
         h, _ = pad_responses([hidden[i, :int(mask[i].sum())] for i in part], width=mask.shape[1])
         want = core_reference("resrl", rewards[idx], mask[idx], uid_arr[part], hidden=h, resrl_cfg=cfg)
         assert torch.equal(adv, want)
+
+
+def test_refused_algorithms_raise_their_reason_through_verl():
+    """nthr, flowrl and the step-level algorithms are registered as estimators that say why the
+    plugin cannot run them (issue 24), not left to veRL's "unknown estimator"."""
+    from resrl.engines.verl.algorithms import verl_catalog
+
+    tlr, mask, uids, _, _ = batch()
+    refused = [e for e in verl_catalog().values() if e.kind == "refused"]
+    assert {e.name for e in refused} >= {"nthr", "flowrl"}
+    for entry in refused:
+        fn = core_algos.get_adv_estimator_fn(entry.verl_name)
+        if fn.__module__ != "resrl.engines.verl.estimators":
+            continue                                    # veRL has an estimator of that name: left alone
+        with pytest.raises(ValueError, match="the resrl veRL plugin does not run"):
+            fn(token_level_rewards=tlr, response_mask=mask, index=uids, config=None)
+    assert "head" in verl_catalog()["nthr"].how

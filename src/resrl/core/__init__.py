@@ -41,7 +41,8 @@ from .registry import (
 from .interference import HeadSketch, head_sketch, interference_scores, sketch_from_logits
 from .negative_weighting import NTHRConfig, interference_token_advantages, nthr_token_advantages
 from .residual import ResidualDetails, resrl_residual_details, resrl_token_advantages
-from .resrl_config import ResRLConfig
+from .grouping import grouping_coverage, micro_batch_groups
+from .resrl_config import RESRL_PRESETS, ResRLConfig, resolve_resrl_preset
 from .sampling import positive_token_sample_mask
 from .step_advantages import discounted_step_returns, empg_advantages, gigpo_advantages
 
@@ -55,4 +56,5 @@ __all__ = [
     "get_algorithm", "group_mean_std", "grpo_advantages", "kl_estimate", "length_scaled_rewards",
     "nsr_advantages", "overlong_penalty", "positive_token_sample_mask", "policy_loss", "psr_advantages", "register_algorithm",
     "resrl_residual_details", "resrl_token_advantages", "wreinforce_advantages",
+    "RESRL_PRESETS", "resolve_resrl_preset", "micro_batch_groups", "grouping_coverage",
 ]

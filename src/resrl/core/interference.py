@@ -47,6 +47,12 @@ class HeadSketch:
     topk_probs  (B, T, K) float, their probabilities
     target_prob (B, T) float, p_t[y_t] (exact: the sampled token's own probability)
     targets     (B, T) int64, y_t
+
+    Optional, for the exact probabilities on any vocabulary ids (NTHR's V*ₓ, `probs_at`):
+    weight      (V, d_head) the head's weight W (a reference, not a copy), with
+    bias        (V,) | None and temperature: logits = (x̂ Wᵀ + b) / temperature, and
+    log_norm    (B, T) float, log Σ_v exp(logits_v) of every token (`head_sketch` fills these);
+    logits      (B, T, V) the tempered logits themselves (`sketch_from_logits` keeps a reference).
     """
 
     states: Tensor
@@ -54,47 +60,101 @@ class HeadSketch:
     topk_probs: Tensor
     target_prob: Tensor
     targets: Tensor
+    weight: Tensor | None = None
+    bias: Tensor | None = None
+    temperature: float = 1.0
+    log_norm: Tensor | None = None
+    logits: Tensor | None = None
 
     def rows(self, index: Tensor) -> "HeadSketch":
         return HeadSketch(self.states[index], self.topk_ids[index], self.topk_probs[index],
-                          self.target_prob[index], self.targets[index])
+                          self.target_prob[index], self.targets[index], self.weight, self.bias, self.temperature,
+                          None if self.log_norm is None else self.log_norm[index],
+                          None if self.logits is None else self.logits[index])
+
+    @property
+    def exact_probs_available(self) -> bool:
+        """Can `probs_at` compute exact probabilities (head weight + log-normaliser, or the logits)?"""
+        return self.logits is not None or (self.weight is not None and self.log_norm is not None)
+
+    def probs_at(self, b: Tensor, t: Tensor, ids: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
+        """Exact softmax probabilities of the tokens (b, t) (N,) at the vocabulary ids (m,), as
+        (N, m) in `dtype`: from the logits when kept, else exp((x̂ W[ids]ᵀ + b[ids]) / temperature −
+        log_norm), the head's own product (in W's dtype, as `head_sketch`) on the m rows only."""
+        if self.logits is not None:
+            logp = torch.log_softmax(self.logits[b, t].to(torch.promote_types(self.logits.dtype, dtype)), dim=-1)
+            return logp[:, ids].exp().to(dtype)
+        if self.weight is None or self.log_norm is None:
+            raise ValueError("exact probabilities need the head weight and log-normaliser (head_sketch) or the "
+                             "logits (sketch_from_logits) in the HeadSketch")
+        W = self.weight[ids]
+        z = self.states[b, t].to(W.dtype) @ W.T
+        if self.bias is not None:
+            z = z + self.bias[ids]
+        z = (z / self.temperature).to(torch.promote_types(z.dtype, dtype))
+        return (z - self.log_norm[b, t].to(z.dtype)[:, None]).exp().to(dtype)
+
+
+def cat_sketches(sketches: list["HeadSketch"], width: int) -> "HeadSketch":
+    """Row-wise concatenation of sketches (each (B_i, T_i, ...), T_i <= width), padded to `width`
+    positions (padding: zeros, meaningless under a response mask). Head weight, bias and
+    temperature are taken from the first sketch; logits / log_norm only when every sketch has them."""
+    def pad(x: Tensor | None) -> Tensor | None:
+        if x is None:
+            return None
+        extra = width - x.shape[1]
+        return torch.nn.functional.pad(x, (0, 0) * (x.dim() - 2) + (0, extra)) if extra > 0 else x
+
+    def cat(name: str) -> Tensor | None:
+        parts = [getattr(s, name) for s in sketches]
+        return None if any(p is None for p in parts) else torch.cat([pad(p) for p in parts])
+
+    first = sketches[0]
+    return HeadSketch(cat("states"), cat("topk_ids"), cat("topk_probs"), cat("target_prob"), cat("targets"),
+                      first.weight, first.bias, first.temperature, cat("log_norm"), cat("logits"))
 
 
 def sketch_from_logits(states: Tensor, logits: Tensor, targets: Tensor, k: int) -> HeadSketch:
     """states (B, T, d), logits (B, T, V) at the predicting positions, targets (B, T) -> HeadSketch
-    with the top-min(k, V) probabilities of softmax(logits) (float32 at least)."""
+    with the top-min(k, V) probabilities of softmax(logits) (float32 at least); the sketch keeps a
+    reference to `logits` for exact probabilities on any ids (`HeadSketch.probs_at`)."""
     logp = torch.log_softmax(logits.to(torch.promote_types(logits.dtype, torch.float32)), dim=-1)
     k = min(int(k), logp.shape[-1])
     top_logp, top_ids = logp.topk(k, dim=-1)
     target = logp.gather(-1, targets[..., None].long())[..., 0]
-    return HeadSketch(states, top_ids, top_logp.exp(), target.exp(), targets.long())
+    return HeadSketch(states, top_ids, top_logp.exp(), target.exp(), targets.long(), logits=logits)
 
 
 @torch.no_grad()
 def head_sketch(states: Tensor, weight: Tensor, bias: Tensor | None, targets: Tensor, k: int,
                 temperature: float = 1.0, chunk_tokens: int = 1024) -> HeadSketch:
     """HeadSketch from the head input: logits = (x̂ Wᵀ + b) / temperature, computed `chunk_tokens`
-    rows at a time so that only a (chunk, V) block of logits ever exists.
+    rows at a time so that only a (chunk, V) block of logits ever exists. The sketch keeps the
+    head (weight, bias, temperature, a reference) and every token's log-normaliser, so that
+    `HeadSketch.probs_at` gives exact probabilities on any ids (NTHR's V*ₓ vocabulary).
     states (B, T, d), weight (V, d), bias (V,) | None, targets (B, T) int64."""
     B, T, d = states.shape
     flat, tgt = states.reshape(B * T, d), targets.reshape(B * T)
-    ids, probs, target = [], [], []
+    ids, probs, target, norm = [], [], [], []
     for s in range(0, B * T, chunk_tokens):
         x = flat[s:s + chunk_tokens].to(weight.dtype)
         z = x @ weight.T
         if bias is not None:
             z = z + bias
-        part = sketch_from_logits(x[None], (z / temperature)[None], tgt[None, s:s + chunk_tokens], k)
+        z = z / temperature
+        part = sketch_from_logits(x[None], z[None], tgt[None, s:s + chunk_tokens], k)
         ids.append(part.topk_ids[0])
         probs.append(part.topk_probs[0].float())
         target.append(part.target_prob[0].float())
+        norm.append(torch.logsumexp(z.to(torch.promote_types(z.dtype, torch.float32)), dim=-1))
     K = min(int(k), weight.shape[0])
+    head = dict(weight=weight, bias=bias, temperature=float(temperature))
     if not ids:
         return HeadSketch(states, torch.zeros(B, T, K, dtype=torch.long, device=states.device),
                           torch.zeros(B, T, K, device=states.device), torch.zeros(B, T, device=states.device),
-                          targets.long())
+                          targets.long(), log_norm=torch.zeros(B, T, device=states.device), **head)
     return HeadSketch(states, torch.cat(ids).view(B, T, K), torch.cat(probs).view(B, T, K),
-                      torch.cat(target).view(B, T), targets.long())
+                      torch.cat(target).view(B, T), targets.long(), log_norm=torch.cat(norm).view(B, T), **head)
 
 
 def _sparse_delta(sk: HeadSketch, b: Tensor, t: Tensor) -> tuple[Tensor, Tensor, Tensor]:
@@ -209,5 +269,5 @@ def group_quantile_gate(score: Tensor, tok_group: Tensor, num_groups: int, q_low
     return z, no_contrast
 
 
-__all__ = ["HeadSketch", "sketch_from_logits", "head_sketch", "interference_scores", "interference_error_bound",
+__all__ = ["HeadSketch", "cat_sketches", "sketch_from_logits", "head_sketch", "interference_scores", "interference_error_bound",
            "group_quantile_gate"]

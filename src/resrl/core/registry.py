@@ -25,6 +25,7 @@ from . import flowrl as _flowrl  # noqa: F401  (registers the "flowrl" policy lo
 from .flowrl import FlowRLConfig
 from .loss import get_policy_loss
 from .interference import HeadSketch
+from .grouping import grouping_coverage, micro_batch_groups
 from .negative_weighting import NTHRConfig, interference_token_advantages, nthr_token_advantages
 from .residual import resrl_token_advantages
 from .resrl_config import ResRLConfig
@@ -40,6 +41,7 @@ class AdvantageInputs:
     hidden: Tensor | None = None    # (B, T, d) penultimate-layer states (ResRL only)
     truncated: Tensor | None = None  # (B,) bool, hit the length limit without EOS
     head: HeadSketch | None = None  # head input + top-K softmax sketch (NTHR, ResRL weighting=interference)
+    prompt_lengths: Tensor | None = None  # (B,) prompt tokens, for resrl.grouping=micro-batch's length balance
     # step-level layout (one row per environment step; resrl.core.step_advantages): None elsewhere
     trajectory_index: Tensor | None = None  # (B,) int64, the row's trajectory (unique over the batch)
     step_index: Tensor | None = None        # (B,) int64, 0.. within the trajectory
@@ -58,7 +60,7 @@ class AlgorithmConfig:
     correct_threshold: float = 0.0      # a response is correct when reward > this
     resrl: ResRLConfig = field(default_factory=ResRLConfig)
     flowrl: FlowRLConfig = field(default_factory=FlowRLConfig)  # FlowRL's log Z head
-    nthr: NTHRConfig = field(default_factory=NTHRConfig)        # NTHR's threshold, scale, top-K
+    nthr: NTHRConfig = field(default_factory=NTHRConfig)        # NTHR's β, η, vocabulary (Deng et al. 2025)
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)     # gigpo, gigpo-resrl (step layout)
     empg: EMPGConfig = field(default_factory=EMPGConfig)        # empg (step layout)
     overlong_buffer: int = 0            # DAPO overlong shaping: buffer length (0 = off)
@@ -201,16 +203,33 @@ def w_reinforce(inputs: AdvantageInputs, cfg: AlgorithmConfig):
 
 @register_algorithm("resrl", needs_hidden=True)
 def resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    r = cfg.resrl
     adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
-    if cfg.resrl.weighting == "interference":
+    # the positives: Â > 0 (spec §2 step 1) or the (shaped) reward > 0 (the authors' code)
+    positive = inputs.rewards > 0 if r.positive == "reward" else adv > 0
+    # the groups the weights see: whole prompt groups, or the authors' micro-batches (resrl.core.grouping);
+    # Â stays the whole group's either way
+    weight_groups, stats = inputs.group_index, {}
+    if r.grouping == "micro-batch":
+        lengths = inputs.response_mask.sum(dim=1)
+        if inputs.prompt_lengths is not None:
+            lengths = lengths + inputs.prompt_lengths.to(lengths.device)
+        weight_groups = micro_batch_groups(inputs.group_index, lengths, r.grouping_micro_batch, r.grouping_ranks)
+        stats = grouping_coverage(inputs.group_index, weight_groups, positive, inputs.response_mask)
+    if r.weighting == "interference":
         if inputs.head is None:
             raise ValueError("algorithm 'resrl' with resrl.weighting='interference' needs the head sketch (inputs.head)")
-        return interference_token_advantages(inputs.head, inputs.response_mask, adv, inputs.group_index, cfg.resrl,
-                                             inputs.truncated)
+        if r.positive != "advantage":
+            raise ValueError("ResRLConfig.positive = 'reward' is not supported with weighting='interference'")
+        token_adv, w_stats = interference_token_advantages(inputs.head, inputs.response_mask, adv, weight_groups, r,
+                                                           inputs.truncated)
+        return token_adv, {**w_stats, **stats}
     if inputs.hidden is None:
         raise ValueError("algorithm 'resrl' needs the penultimate-layer hidden states (inputs.hidden)")
-    return resrl_token_advantages(inputs.hidden, inputs.response_mask, adv, inputs.group_index,
-                                  cfg.resrl, inputs.truncated)
+    token_adv, w_stats = resrl_token_advantages(inputs.hidden, inputs.response_mask, adv, weight_groups, r,
+                                                inputs.truncated,
+                                                positive=positive if r.positive == "reward" else None)
+    return token_adv, {**w_stats, **stats}
 
 
 @register_algorithm("nthr", needs_head=True)
@@ -264,6 +283,9 @@ def gigpo_resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     # the tokens of rows with A < 0 are weighted by their residual (spec §2, unchanged)
     if inputs.hidden is None:
         raise ValueError("algorithm 'gigpo-resrl' needs the penultimate-layer hidden states (inputs.hidden)")
+    if cfg.resrl.grouping != "whole" or cfg.resrl.positive != "advantage":
+        raise ValueError("algorithm 'gigpo-resrl' weighs whole step groups by their GiGPO advantage: "
+                         "ResRLConfig.grouping must be 'whole' and positive 'advantage'")
     adv, stats = _gigpo_sequence(inputs, cfg, "gigpo-resrl")
     token_adv, resrl_stats = resrl_token_advantages(inputs.hidden, inputs.response_mask, adv, inputs.group_index,
                                                     cfg.resrl, inputs.truncated)

@@ -85,19 +85,21 @@ def _check_finite_valid(hidden: Tensor, mask: Tensor) -> None:
 # the algorithm
 # --------------------------------------------------------------------------------------------
 
-def _reweighted_groups(tok_group: Tensor, tok_pos: Tensor, num_groups: int) -> Tensor:
-    """(G,) bool: a group is reweighted when it has a valid positive token and a valid negative one.
+def _reweighted_groups(tok_group: Tensor, tok_pos: Tensor, num_groups: int, min_pos_tokens: int = 1) -> Tensor:
+    """(G,) bool: a group is reweighted when it has at least `min_pos_tokens` valid positive tokens
+    and a valid negative one.
 
     tok_group: (N,) dense group id of each valid token; tok_pos: (N,) bool, the token's response
-    has Â > 0. The one definition the weights and `resrl_residual_details` share."""
+    is positive. The one definition the weights and `resrl_residual_details` share."""
     pos = torch.bincount(tok_group[tok_pos], minlength=num_groups)
     neg = torch.bincount(tok_group[~tok_pos], minlength=num_groups)
-    return (pos > 0) & (neg > 0)
+    return (pos >= min_pos_tokens) & (neg > 0)
 
 
-def _batch_groups(hidden, response_mask, advantages, group_index, config, truncated):
+def _batch_groups(hidden, response_mask, advantages, group_index, config, truncated, positive=None):
     """What both `resrl_token_advantages` and `resrl_residual_details` start from: the checked
-    config and inputs, the split P = {Â > 0}, the valid-token layout and the reweighted groups.
+    config and inputs, the split P = {Â > 0} (or `positive` (B,) bool when given), the valid-token
+    layout and the reweighted groups.
     Returns (cfg, mask (B, T) bool, truncated (B,) bool | None, adv (B,) float32, is_pos (B,),
     layout (TokenLayout), tok_pos (N,) bool per valid token, active (G,) bool)."""
     cfg = config if config is not None else ResRLConfig()
@@ -105,10 +107,18 @@ def _batch_groups(hidden, response_mask, advantages, group_index, config, trunca
     mask, truncated = _check_inputs(hidden, response_mask, advantages, group_index, truncated)
     adv = advantages.to(device=hidden.device, dtype=torch.float32)
     _check_finite_valid(hidden, mask)
-    is_pos = adv > 0                                                   # (B,)  P = {Â > 0}
+    if positive is None:
+        if cfg.positive == "reward":
+            raise ValueError("ResRLConfig.positive = 'reward' needs the rewards: pass positive=(rewards > 0), as "
+                             "compute_token_advantages does")
+        is_pos = adv > 0                                               # (B,)  P = {Â > 0}
+    else:
+        if not isinstance(positive, Tensor) or tuple(positive.shape) != (hidden.shape[0],):
+            raise ValueError(f"positive must be a (B,) bool tensor, got {tuple(getattr(positive, 'shape', ()))}")
+        is_pos = positive.to(device=hidden.device).bool()
     layout = token_layout(mask, group_index)                           # valid tokens, dense group ids
     tok_pos = is_pos[layout.b]
-    active = _reweighted_groups(layout.group, tok_pos, layout.num_groups)
+    active = _reweighted_groups(layout.group, tok_pos, layout.num_groups, cfg.min_pos_tokens)
     return cfg, mask, truncated, adv, is_pos, layout, tok_pos, active
 
 
@@ -119,6 +129,7 @@ def resrl_token_advantages(
     group_index: Tensor,
     config: ResRLConfig | None = None,
     truncated: Tensor | None = None,
+    positive: Tensor | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
     """ResRL token advantages Ã (spec §2).
 
@@ -127,10 +138,12 @@ def resrl_token_advantages(
     advantages:    (B,) float, group-normalised sequence advantages Â_i
     group_index:   (B,) int, group ids in any order (groups may be interleaved)
     truncated:     optional (B,) bool, response hit the length limit without EOS
+    positive:      optional (B,) bool, the positive responses (default Â > 0; config.positive =
+                   "reward" needs it: compute_token_advantages passes rewards > 0)
     Returns token_adv (B, T) float32 (0 on padding) and a dict of python-float statistics.
     """
     cfg, mask, truncated, adv, is_pos, layout, tok_pos, active = _batch_groups(
-        hidden, response_mask, advantages, group_index, config, truncated)
+        hidden, response_mask, advantages, group_index, config, truncated, positive)
     B, T, d = hidden.shape
     device = hidden.device
     G, tok_group = layout.num_groups, layout.group
@@ -181,14 +194,14 @@ class ResidualDetails:
 
 
 def resrl_residual_details(hidden: Tensor, response_mask: Tensor, advantages: Tensor, group_index: Tensor,
-                           config: ResRLConfig | None = None) -> ResidualDetails:
+                           config: ResRLConfig | None = None, positive: Tensor | None = None) -> ResidualDetails:
     """μ+, V_k per group and the residual energy R of every valid token of the reweighted groups.
 
     Inputs as `resrl_token_advantages` (hidden (B, T, d), response_mask (B, T), advantages (B,),
     group_index (B,)); the subspaces are exactly those its weights use (same sampling, same SVD).
     Float64 states give float64 results."""
     cfg, _, _, _, is_pos, layout, tok_pos, active = _batch_groups(
-        hidden, response_mask, advantages, group_index, config, None)
+        hidden, response_mask, advantages, group_index, config, None, positive)
     B, T, d = hidden.shape
     device = hidden.device
     G, tok_group = layout.num_groups, layout.group
@@ -355,8 +368,11 @@ def _positive_subspace(hidden, pos_flat, pos_index, eff_k, k_max, cfg, test_matr
     mu = Xp.sum(dim=1) / counts.clamp(min=1)[:, None].to(Xp.dtype)    # (Gc, d)  μ+
     Xp.sub_(mu[:, None, :]).mul_(pos_valid[..., None])                 # X+ (zero rows on padding)
     # step 5: V_k with effective k per group
-    V, S = top_right_singular_vectors(Xp, k_max, cfg.svd, cfg.oversample, cfg.power_iters, test_matrix,
-                                      return_values=True)
+    if cfg.svd == "pca_lowrank":
+        V, S = _pca_lowrank_per_group(Xp, counts, eff_k, k_max, cfg)
+    else:
+        V, S = top_right_singular_vectors(Xp, k_max, cfg.svd, cfg.oversample, cfg.power_iters, test_matrix,
+                                          return_values=True)
     col_ok = torch.arange(k_max, device=V.device)[None, :] < eff_k[:, None]   # (Gc, k_max)
     V = V * col_ok[:, None, :]
     # fraction of the positives' energy in the subspace, from the singular values (no extra pass)
@@ -364,6 +380,26 @@ def _positive_subspace(hidden, pos_flat, pos_index, eff_k, k_max, cfg, test_matr
     stats_acc.eff_rank.append(eff_k)
     stats_acc.energy.append(torch.where(eff_k >= 1, captured, torch.zeros_like(captured)))
     return mu, V
+
+
+def _pca_lowrank_per_group(Xp: Tensor, counts: Tensor, eff_k: Tensor, k_max: int, cfg: ResRLConfig):
+    """svd = "pca_lowrank" (the authors' code, dp_actor.py:403-411): torch.pca_lowrank on each
+    group's M valid centred rows with q = k (no oversampling) and niter = power_iters. The global
+    RNG is forked and seeded with `seed` before every group, so that a group's subspace depends on
+    its own tokens only (not on the batch around it) and the caller's RNG is untouched (the
+    authors' call is unseeded). Returns V (Gc, d, k_max), zero beyond a group's k, and the
+    singular values S (Gc, k_max)."""
+    Gc, _, d = Xp.shape
+    V = torch.zeros(Gc, d, k_max, dtype=Xp.dtype, device=Xp.device)
+    S = torch.zeros(Gc, k_max, dtype=Xp.dtype, device=Xp.device)
+    devices = [Xp.device] if Xp.device.type == "cuda" else []
+    with torch.random.fork_rng(devices=devices):
+        for g, (m, k) in enumerate(zip(counts.tolist(), eff_k.tolist())):
+            if k >= 1:
+                torch.manual_seed(cfg.seed)
+                _, s, v = torch.pca_lowrank(Xp[g, :m], q=k, center=True, niter=cfg.power_iters)
+                V[g, :, :k], S[g, :k] = v[:, :k], s[:k]
+    return V, S
 
 
 def _residual_energy(hidden, flat, index, mu, V, ln_eps):
@@ -400,7 +436,8 @@ def _negative_weights(hidden, neg_flat, neg_index, neg_counts, mu, V, eff_k, cfg
     no_contrast = spread <= cfg.no_contrast_tol * mean_sq              # (Gc,)
     z = ((R - q_low[:, None]) / (spread[:, None] + cfg.eps)).clamp(0.0, 1.0)
     w = cfg.min_weight + (1.0 - cfg.min_weight) * z
-    w = torch.where(no_contrast[:, None], torch.full_like(w, cfg.min_weight), w)
+    flat_w = cfg.min_weight if cfg.no_contrast_weight == "min" else (cfg.min_weight + 1.0) / 2.0
+    w = torch.where(no_contrast[:, None], torch.full_like(w, flat_w), w)
     w = torch.where((eff_k < 1)[:, None], torch.ones_like(w), w)      # no subspace: plain GRPO weight
     stats_acc.no_contrast.append((no_contrast & (eff_k >= 1)).long())
     return w

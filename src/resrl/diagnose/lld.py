@@ -62,18 +62,10 @@ def batch_token_advantages(batch: LLDBatch, algorithm: str, resrl_config: ResRLC
     truncated = torch.cat([g.truncated for g in batch.groups])
     head = None
     if batch.heads:
-        from resrl.core import HeadSketch
+        from resrl.core.interference import cat_sketches
 
-        def pad(t, g):  # (G_i, C_i, ...) -> (G_i, C, ...)
-            extra = C - g.completion_length
-            return torch.nn.functional.pad(t, (0, 0) * (t.dim() - 2) + (0, extra)) if extra else t
-
-        hs = list(zip(batch.heads, batch.groups))
-        head = HeadSketch(torch.cat([pad(h.states.float(), g) for h, g in hs]),
-                          torch.cat([pad(h.topk_ids, g) for h, g in hs]),
-                          torch.cat([pad(h.topk_probs.float(), g) for h, g in hs]),
-                          torch.cat([pad(h.target_prob.float(), g) for h, g in hs]),
-                          torch.cat([pad(h.targets, g) for h, g in hs]))
+        head = cat_sketches(batch.heads, C)          # groups padded to the longest completion
+        head.states, head.topk_probs, head.target_prob = head.states.float(), head.topk_probs.float(), head.target_prob.float()
     inputs = AdvantageInputs(torch.cat(rewards), torch.cat(gidx), torch.cat(masks), hidden, truncated, head)
     cfg = algorithm_config if algorithm_config is not None else AlgorithmConfig(name=algorithm, resrl=resrl_config)
     token_adv, _ = compute_token_advantages(inputs, cfg)

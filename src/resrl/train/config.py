@@ -427,13 +427,22 @@ def config_from_dict(data: dict) -> TrainConfig:
         raise ConfigError(f"config key 'algorithm.name': {name!r} is not supported: {UNSUPPORTED_COMBINATIONS[name]}")
     if name not in ALGORITHMS:
         raise ConfigError(f"config key 'algorithm.name' must be one of {sorted(ALGORITHMS)}, got {name!r}")
+    train_section = sections.get("train", TrainSection())
+    # algorithm.resrl.preset: its defaults under the keys the user gave (resrl.core.resrl_config)
+    from resrl.core.resrl_config import resolve_resrl_preset
+
+    try:
+        given_algorithm, given_loss = resolve_resrl_preset(
+            given_algorithm, data.get("loss") or {},
+            given_algorithm.get("max_response_length") or train_section.max_completion_length)
+    except ValueError as exc:
+        raise ConfigError(f"config key 'algorithm.resrl.preset': {exc}") from exc
     # the algorithm's own defaults (e.g. reward shaping) under the keys the user gave
     given_algorithm = {**ALGORITHMS[name].reward_defaults, **given_algorithm}
-    train_section = sections.get("train", TrainSection())
     if given_algorithm.get("max_response_length") is None:  # L_max of overlong / length shaping
         given_algorithm["max_response_length"] = train_section.max_completion_length
     algorithm = from_dict(_core_section("algorithm"), given_algorithm, prefix="algorithm.")
-    loss = resolve_loss(algorithm.name, data.get("loss") or {})
+    loss = resolve_loss(algorithm.name, given_loss)
     # Dr.GRPO's seq-mean-token-sum-norm divides by a fixed length: default it to the completion budget
     if loss.max_response_length is None:
         loss.max_response_length = train_section.max_completion_length

@@ -103,7 +103,10 @@ def from_dict(cls: type, data: dict, prefix: str = "") -> Any:
     hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
     kwargs = {}
+    renamed = getattr(cls, "RENAMED_KEYS", {})  # a section's keys that were renamed: say what to write instead
     for key, value in data.items():
+        if key in renamed and key not in names:
+            raise ConfigError(f"config key '{prefix}{key}' was renamed: {renamed[key]}")
         if key not in names:
             raise ConfigError(
                 f"unknown config key '{prefix}{key}' (valid keys here: {', '.join(sorted(names))})"

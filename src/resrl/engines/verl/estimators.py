@@ -1,15 +1,21 @@
-"""veRL advantage estimators `resrl`, `w_reinforce`, `psr`, `nsr`, registered with veRL's own
-`register_adv_est` when this module is imported (the `verl.plugins` entry point does it at
-`import verl`). Each one calls `resrl.core`; none holds a second copy of the math.
+"""veRL advantage estimators, registered with veRL's own `register_adv_est` when this module is
+imported (the `verl.plugins` entry point does it at `import verl`). Which ones: every algorithm of
+the `resrl.core` registry, classified by `algorithms.verl_catalog()` — the reward-only ones
+(`psr`, `nsr`, `w_reinforce`, `passk`, and any added to the registry later) as estimators computed
+by `resrl.core.compute_token_advantages`; `resrl` with its trainer mode; the ones the plugin cannot
+run (`nthr`, `flowrl`, the step-level ones) as estimators that raise the reason, unless veRL has an
+estimator of that name. None holds a second copy of the math.
 
 veRL calls an estimator as `fn(token_level_rewards, response_mask, index=uids, config=algorithm)`
 (`verl.trainer.ppo.ray_trainer.compute_advantage`) and expects `(advantages, returns)`, both
 (B, T). The sequence reward is the sum of `token_level_rewards` over the response (veRL's
 outcome-reward convention: the score sits on the last token). Options come from the
-`algorithm` config with `+algorithm.resrl.<name>=...` Hydra overrides:
+`algorithm` config with `+algorithm.resrl.<name>=...` Hydra overrides, named as
+`resrl.core.AlgorithmConfig`'s fields:
 
-    correct_threshold  (0.0)  a response is correct when reward > this      (psr, nsr, w_reinforce)
+    correct_threshold  (0.0)  a response is correct when reward > this      (psr, nsr, w_reinforce, passk)
     wreinforce_lambda  (0.1)  λ of W-REINFORCE
+    passk_k            (4)    k of Pass@k training, < actor_rollout_ref.rollout.n
     std_eps            (1e-6) GRPO's eps                                    (resrl)
     (`algorithm.norm_adv_by_std_in_grpo=False` gives resrl Dr.GRPO's unscaled Â, as for veRL's grpo)
 
@@ -24,15 +30,16 @@ from __future__ import annotations
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-import numpy as np
 import torch
 from torch import Tensor
+from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.core_algos import register_adv_est
 
 from ...core import advantages as A
+from .algorithms import estimator_advantages, group_ids, plugin_estimators, sequence_rewards, verl_catalog
 from .weights import apply_multiplier
 
-ESTIMATORS = ("resrl", "w_reinforce", "psr", "nsr")
+ESTIMATORS = plugin_estimators()   # from the core registry (algorithms.verl_catalog), never a hand-written list
 
 # veRL 0.9.1's compute_advantage passes a custom estimator a fixed set of batch fields, so the
 # `resrl` trainer (trainer.py) hands the rank-computed multiplier over for the duration of its
@@ -61,48 +68,33 @@ def _option(config, name: str, default):
     return default if value is None else value
 
 
-def sequence_rewards(token_level_rewards: Tensor, response_mask: Tensor) -> Tensor:
-    """(B, T) token rewards -> (B,) float32 sequence rewards (masked sum, as veRL's grpo)."""
-    return (token_level_rewards * response_mask).sum(dim=-1).float()
+def _make_estimator(name: str):
+    """veRL's estimator of the reward-only registry algorithm `name` (algorithms.estimator_advantages)."""
+    def compute_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None, **kwargs):
+        return estimator_advantages(name, token_level_rewards, response_mask, index, config)
+
+    compute_advantage.__name__ = compute_advantage.__qualname__ = f"compute_{name.replace('-', '_')}_advantage"
+    compute_advantage.__doc__ = f"{name}: resrl.core.compute_token_advantages on the sequence rewards."
+    return compute_advantage
 
 
-def group_ids(index, device=None) -> Tensor:
-    """veRL's `uid` array (any hashable ids, numpy object array or list) -> (B,) int64 dense ids."""
-    if index is None:
-        raise ValueError("this estimator needs the group ids (veRL's non_tensor_batch['uid'])")
-    if isinstance(index, Tensor):
-        return index.to(device=device, dtype=torch.long)
-    _, inv = np.unique(np.asarray([str(u) for u in index], dtype=object).astype(str), return_inverse=True)
-    return torch.as_tensor(inv.reshape(-1), dtype=torch.long, device=device)
+def _make_refusal(entry):
+    """An estimator that raises why the plugin cannot run `entry.name`."""
+    def refuse(*args, **kwargs):
+        raise ValueError(f"algorithm.adv_estimator={entry.verl_name}: the resrl veRL plugin does not run "
+                         f"{entry.name!r}: {entry.how}")
+
+    refuse.__name__ = refuse.__qualname__ = f"refuse_{entry.verl_name}"
+    return refuse
 
 
-def _broadcast(seq_adv: Tensor, response_mask: Tensor) -> tuple[Tensor, Tensor]:
-    adv = seq_adv.float()[:, None] * response_mask.float()
-    return adv, adv
-
-
-@register_adv_est("psr")
-def compute_psr_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None, **kwargs):
-    """PSR: A = +1 on correct responses, 0 otherwise (resrl.core.advantages.psr_advantages)."""
-    r = sequence_rewards(token_level_rewards, response_mask)
-    return _broadcast(A.psr_advantages(r, float(_option(config, "correct_threshold", 0.0))), response_mask)
-
-
-@register_adv_est("nsr")
-def compute_nsr_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None, **kwargs):
-    """NSR: A = −1 on incorrect responses, 0 otherwise (resrl.core.advantages.nsr_advantages)."""
-    r = sequence_rewards(token_level_rewards, response_mask)
-    return _broadcast(A.nsr_advantages(r, float(_option(config, "correct_threshold", 0.0))), response_mask)
-
-
-@register_adv_est("w_reinforce")
-def compute_w_reinforce_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None,
-                                  **kwargs):
-    """W-REINFORCE: +λ on correct, −1 on incorrect, no baseline (resrl.core.advantages)."""
-    r = sequence_rewards(token_level_rewards, response_mask)
-    lam = float(_option(config, "wreinforce_lambda", 0.1))
-    thr = float(_option(config, "correct_threshold", 0.0))
-    return _broadcast(A.wreinforce_advantages(r, lam, thr), response_mask)
+def _register_catalog() -> None:
+    taken = getattr(core_algos, "ADV_ESTIMATOR_REGISTRY", {})
+    for entry in verl_catalog().values():
+        if entry.kind == "estimator":
+            register_adv_est(entry.verl_name)(_make_estimator(entry.name))
+        elif entry.kind == "refused" and entry.verl_name not in taken:
+            register_adv_est(entry.verl_name)(_make_refusal(entry))
 
 
 @register_adv_est("resrl")
@@ -129,3 +121,6 @@ def compute_resrl_advantage(token_level_rewards: Tensor, response_mask: Tensor, 
         resrl_multiplier = torch.nn.functional.pad(resrl_multiplier, (0, T - resrl_multiplier.shape[1]))
     token_adv = apply_multiplier(adv, resrl_multiplier, resrl_positive) * response_mask.float()
     return token_adv, token_adv
+
+
+_register_catalog()

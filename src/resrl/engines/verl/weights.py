@@ -163,11 +163,26 @@ def resrl_config_from(algorithm_config) -> ResRLConfig:
         return ResRLConfig()
     items = dict(sub.items()) if hasattr(sub, "items") else dict(sub)
     known = set(ResRLConfig.field_names())
-    # keys the estimators read (not weight hyper-parameters)
-    estimator_keys = {"wreinforce_lambda", "correct_threshold", "std_eps"}
+    # keys the estimators read (not weight hyper-parameters): AlgorithmConfig's fields
+    from .algorithms import ALGORITHM_KEYS as estimator_keys  # noqa: N811
+
     unknown = sorted(set(items) - known - estimator_keys)
     if unknown:
         raise ValueError(f"algorithm.resrl: unknown key(s) {unknown}; allowed {sorted(known | estimator_keys)}")
+    # what the plugin's rank-side weights cannot do: the authors' micro-batch groups and reward split
+    for key, allowed, why in (
+            ("preset", "paper", "the authors-code preset is their fork's micro-batch grouping and reward split "
+                                "(which the plugin, computing on whole groups per rank, does not reproduce) plus "
+                                "ResRLConfig keys you can set one by one (quantile_low=0.2 quantile_high=0.8 "
+                                "no_contrast_weight=midpoint svd=pca_lowrank power_iters=4 boundary_tokens=0 "
+                                "min_pos_tokens=4) and veRL's own loss keys (actor.loss_agg_mode=token-mean, "
+                                "clip_ratio_c=3)"),
+            ("grouping", "whole", "the plugin computes the weights on whole groups per rank (the point of its "
+                                  "trainer mode); the authors' micro-batch grouping runs in the TRL engine"),
+            ("positive", "advantage", "the rank's multiplier is made with the split Â > 0, which the estimator "
+                                      "checks; the reward split runs in the TRL engine")):
+        if items.get(key, allowed) != allowed:
+            raise ValueError(f"algorithm.resrl.{key}={items[key]!r} is not supported by the veRL plugin: {why}")
     config = ResRLConfig(**{k: v for k, v in items.items() if k in known})
     if config.weighting != "residual":
         # the rank-side capture (capture.py) records penultimate states only, not the head input and
