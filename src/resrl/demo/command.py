@@ -17,7 +17,12 @@ def register(subparsers) -> None:
                     "6 minutes with the RL runs in parallel (the default; measured 351 s with another job on "
                     "the same cores); --quick: about 15-20 s.",
     )
+    from resrl.demo.tasks import DEFAULT_TASK, DEMO_TASKS
+
     p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
+    p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(DEMO_TASKS), metavar="NAME",
+                   help="the demo task; each brings its own budgets, --quick included: "
+                        + "; ".join(f"{t.name}: {t.summary}" for t in DEMO_TASKS.values()))
     p.add_argument("--algorithms", default="grpo,w-reinforce,resrl",
                    help="comma-separated algorithm names, or variants name/key=value (e.g. "
                         "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: grpo,w-reinforce,resrl")
@@ -42,10 +47,10 @@ def register(subparsers) -> None:
 def config_from_args(args: argparse.Namespace):
     from dataclasses import replace
 
-    from resrl.demo.pipeline import DemoConfig
+    from resrl.demo.tasks import get_demo_task
 
     algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
-    cfg = DemoConfig.quick() if args.quick else DemoConfig()
+    cfg = get_demo_task(args.task).config(quick=args.quick)
     cfg = replace(cfg, out=args.out, algorithms=algorithms, seed=args.seed, threads=args.threads)
     if args.rl_steps is not None:
         if args.rl_steps < 1:
@@ -84,7 +89,7 @@ def run_multiseed(args: argparse.Namespace) -> int:
 
     seeds = parse_seeds(args.seeds)
     config_from_args(args)  # validate the shared options before starting any process
-    demo_args = ["--algorithms", args.algorithms]
+    demo_args = ["--task", args.task, "--algorithms", args.algorithms]
     for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
         if value is not None:
             demo_args += [flag, str(value)]

@@ -72,33 +72,35 @@ class EvalResult:
 
 
 def run(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, out_dir: str | Path | None = None,
-        benchmark: str = HELD_OUT, on_progress: Callable[[int], None] | None = None) -> dict:
-    """One `resrl.eval.runner.evaluate` call on the chained-addition problems, scored by `chain_reward`."""
-    from resrl.data.synthetic import chain_reward
+        benchmark: str = HELD_OUT, on_progress: Callable[[int], None] | None = None, scorer=None) -> dict:
+    """One `resrl.eval.runner.evaluate` call on the demo task's problems, scored by the task's reward
+    (`scorer`; None: `chain_reward`, the chained-addition tasks' reward)."""
     from resrl.eval.runner import evaluate as run_evaluation
 
+    if scorer is None:
+        from resrl.data.synthetic import chain_reward as scorer
     return run_evaluation(model, {benchmark: list(problems)}, config, out_dir, tokenizer=tokenizer,
-                          scorer=chain_reward, on_progress=on_progress)
+                          scorer=scorer, on_progress=on_progress)
 
 
 def evaluate(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, out_dir: str | Path | None = None,
-             on_progress: Callable[[int], None] | None = None) -> EvalResult:
+             on_progress: Callable[[int], None] | None = None, scorer=None) -> EvalResult:
     """Greedy accuracy plus config.n samples per problem at config.temperature -> EvalResult.
 
     on_progress(samples_done) is called after every batch, counting the greedy run's P samples
-    first, then the P × n sampled ones (the demo's progress bar)."""
+    first, then the P × n sampled ones (the demo's progress bar). scorer: the task's reward (`run`)."""
     out = Path(out_dir) if out_dir is not None else None
     P = len(problems)
     greedy = run(model, tokenizer, problems, greedy_config(config), out / "greedy" if out else None,
-                 on_progress=on_progress)
+                 on_progress=on_progress, scorer=scorer)
     sampled = run(model, tokenizer, problems, config, out / "sampled" if out else None,
-                  on_progress=None if on_progress is None else (lambda done: on_progress(P + done)))
+                  on_progress=None if on_progress is None else (lambda done: on_progress(P + done)), scorer=scorer)
     return EvalResult.from_summaries(greedy, sampled)
 
 
-def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalConfig) -> float:
+def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, scorer=None) -> float:
     """Greedy accuracy on `problems` (the warm start's dev split), by the same evaluator."""
-    summary = run(model, tokenizer, problems, greedy_config(config), benchmark=DEV)
+    summary = run(model, tokenizer, problems, greedy_config(config), benchmark=DEV, scorer=scorer)
     return summary["benchmarks"][DEV]["avg@1"]
 
 

@@ -34,6 +34,7 @@ RESULT_FILE = "result.json"       # OUT/<run>/result.json: a worker's metrics an
 WORKER_LOG = "worker.log"         # OUT/<run>/worker.log: the worker's stdout and stderr
 
 _SECTIONS = {"task": ChainAdditionConfig, "warm": WarmStartConfig, "rl": RLConfig, "eval": EvalConfig}
+# (the "task" section's type is the demo task's `config_type`: resrl.demo.tasks)
 
 
 def config_to_dict(cfg: DemoConfig) -> dict:
@@ -42,11 +43,14 @@ def config_to_dict(cfg: DemoConfig) -> dict:
 
 def config_from_dict(d: dict) -> DemoConfig:
     """The inverse of `config_to_dict` (JSON lists back to the tuples the dataclasses hold)."""
+    from resrl.demo.tasks import get_demo_task
+
+    sections = {**_SECTIONS, "task": get_demo_task(d["task_name"]).config_type}
     kwargs = {}
     for f in fields(DemoConfig):
         value = d[f.name]
-        if f.name in _SECTIONS:
-            value = _SECTIONS[f.name](**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
+        if f.name in sections:
+            value = sections[f.name](**{k: tuple(v) if isinstance(v, list) else v for k, v in value.items()})
         elif isinstance(value, list):
             value = tuple(value)
         kwargs[f.name] = value
@@ -135,9 +139,7 @@ def worker_main(out: str | Path, algo: str) -> int:
     """`resrl demo --out OUT --worker-run ALGO`: one RL run + evaluation with OUT's settings."""
     import torch
 
-    from dataclasses import replace
-
-    from resrl.data.synthetic import ChainAdditionTask
+    from resrl.demo.tasks import build_task
 
     out = Path(out)
     cfg = config_from_dict(json.loads((out / CONFIG_FILE).read_text()))
@@ -145,7 +147,7 @@ def worker_main(out: str | Path, algo: str) -> int:
         raise ValueError(f"--worker-run {algo!r}: not one of {list(cfg.algorithms)} in {out / CONFIG_FILE}")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    task = ChainAdditionTask(replace(cfg.task, seed=cfg.seed))
+    task = build_task(cfg)
     run = out / run_dir_name(algo)
     t0 = time.perf_counter()
     record = train_and_evaluate(cfg, algo, task, run / "demo.log")

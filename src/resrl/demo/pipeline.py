@@ -40,6 +40,7 @@ class DemoConfig:
     out: str = "runs/demo"
     algorithms: tuple[str, ...] = DEFAULT_ALGORITHMS
     seed: int = 0
+    task_name: str = "math"  # the demo task (`resrl demo --task`, registry: resrl.demo.tasks); `task` is its shape
     task: ChainAdditionConfig = field(default_factory=lambda: ChainAdditionConfig(num_test=256))
     hidden_size: int = 128
     num_layers: int = 4
@@ -153,8 +154,10 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
     it on the held-out split. The same code runs in the demo process (workers = 1) and in a worker."""
     from datasets import Dataset
 
-    from resrl.data.synthetic import chain_reward
+    from resrl.demo.tasks import get_demo_task
     from resrl.train import run_training
+
+    reward = get_demo_task(cfg.task_name).reward
 
     out = Path(cfg.out)
     rl_rows = [{"prompt": p.prompt, "answer": p.answer}
@@ -168,7 +171,7 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
 
     with _quiet(log_path):
         result = run_training(train_config(cfg, algo, out / run_dir_name(algo)), model=str(out / "warm_start"),
-                              tokenizer=None, train_dataset=Dataset.from_list(rl_rows), reward_fn=chain_reward,
+                              tokenizer=None, train_dataset=Dataset.from_list(rl_rows), reward_fn=reward,
                               on_log=on_log, save_final=False)
         result.model.save_pretrained(out / run_dir_name(algo) / "model")
     rl_seconds = display.done(bar) if display is not None else time.perf_counter() - t1
@@ -187,10 +190,11 @@ def rl_info(entry: dict) -> str:
 
 
 def _tiny_config(cfg: DemoConfig):
+    from resrl.demo.tasks import get_demo_task
     from resrl.models.tiny import TinyModelConfig
 
     return TinyModelConfig(hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
-                           alphabet="0123456789+=", seed=cfg.seed)
+                           alphabet=get_demo_task(cfg.task_name).alphabet, seed=cfg.seed)
 
 
 def eval_dir(out: str | Path, policy: str) -> Path:
@@ -207,8 +211,11 @@ def _evaluate(display: Display | None, policy, model, tokenizer, test, cfg: Demo
     bar = None
     if display is not None:
         bar = display.start(f"evaluate {policy}", total=len(test) * (1 + n), info=f"greedy + {n} samples/problem")
+    from resrl.demo.tasks import get_demo_task
+
     with _quiet(log_path):
         res = evaluate(model, tokenizer, test, cfg.eval, eval_dir(cfg.out, policy),
+                       scorer=get_demo_task(cfg.task_name).reward,
                        on_progress=None if bar is None else (lambda done: display.update(bar, completed=done)))
     if bar is not None:
         display.done(bar, info=eval_info(res, n))

@@ -24,11 +24,17 @@ def write_outputs(out: Path, cfg, summary: dict, evals: dict, runs: dict, omega,
     if plots:
         plot_training_curves(runs, out / TRAINING_PNG)
         plot_passk([r.summary for r in evals.values()], list(evals), out / PASSK_PNG,
-                   title=f"chained addition, {next(iter(evals.values())).num_problems} held-out problems, "
+                   title=f"{_task(cfg).title}, {next(iter(evals.values())).num_problems} held-out problems, "
                          f"T = {cfg.eval.temperature}")
         plot_omega(omega, out / OMEGA_PNG)
     (out / "report.md").write_text(render_report(cfg, summary, evals, runs, omega))
     return files
+
+
+def _task(cfg):
+    from resrl.demo.tasks import get_demo_task
+
+    return get_demo_task(cfg.task_name)
 
 
 def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
@@ -46,9 +52,9 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
     ws = summary["warm_start"]
     timings = summary["timings"]
     lines = [
-        "# ResRL demo: chained addition on a tiny Qwen3 model",
+        f"# ResRL demo: {_task(cfg).title} on a tiny Qwen3 model",
         "",
-        f"Task: {cfg.task.num_terms} terms in [{t.min_value}, {t.max_value}], e.g. prompt "
+        f"Task: {_task(cfg).description(t)}, e.g. prompt "
         f"`{summary['example']['prompt']}` → completion `{summary['example']['target']}` (the worked chain: one "
         "addition at a time); "
         f"reward 1 for the right final number. Held-out split: {P} problems never seen in training.",

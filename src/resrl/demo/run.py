@@ -17,12 +17,12 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from resrl.data.synthetic import ChainAdditionTask, chain_target
 from resrl.demo.display import Display
 from resrl.demo.evaluate import EvalResult, greedy_accuracy
 from resrl.demo.parallel import run_workers
 from resrl.demo.pipeline import (DemoConfig, _algorithm_names, _console, _evaluate, _jsonable, _print_table, _quiet,
                                  _tiny_config, run_dir_name, train_and_evaluate, train_config)
+from resrl.demo.tasks import build_task, get_demo_task
 from resrl.demo.warmstart import warm_start
 from resrl.errors import InputError
 
@@ -73,14 +73,15 @@ def run_demo(cfg: DemoConfig, workers: int | None = None) -> dict:
     display = Display(console)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}
-    task = ChainAdditionTask(replace(cfg.task, seed=cfg.seed))
+    demo_task = get_demo_task(cfg.task_name)
+    task = build_task(cfg)
     test = task.test
     summary: dict = {"config": _jsonable(asdict(cfg)), "results": {}, "timings": timings,
-                     "example": {"prompt": test[0].prompt, "target": chain_target(test[0])}, "workers": workers}
+                     "example": {"prompt": test[0].prompt, "target": demo_task.target(test[0])}, "workers": workers}
 
-    console.rule("[bold]ResRL demo: chained addition on a tiny Qwen3 model (offline, CPU)")
-    console.print(f"task: {test[0].prompt}{chain_target(test[0])}  ({cfg.task.num_terms} terms in "
-                  f"[{cfg.task.min_value}, {cfg.task.max_value}]); held-out split: {len(test)} problems; "
+    console.rule(f"[bold]ResRL demo: {demo_task.title} on a tiny Qwen3 model (offline, CPU)")
+    console.print(f"task: {test[0].prompt}{demo_task.target(test[0])}  ({demo_task.description(cfg.task)}); "
+                  f"held-out split: {len(test)} problems; "
                   f"RL runs: {len(cfg.algorithms)}, " + ("one after the other" if workers == 1 else
                                                           f"{workers} worker processes"))
 
@@ -94,14 +95,15 @@ def run_demo(cfg: DemoConfig, workers: int | None = None) -> dict:
         bar = display.start("warm start (supervised)", total=cfg.warm.max_steps)
 
         def dev_accuracy() -> float:
-            return greedy_accuracy(model, tokenizer, dev, cfg.eval)
+            return greedy_accuracy(model, tokenizer, dev, cfg.eval, scorer=demo_task.reward)
 
         def on_step(step: int, loss: float, acc: float | None) -> None:
             info = f"loss {loss:.3f}" + (f"  dev greedy {acc:.0%}" if acc is not None else "")
             display.update(bar, completed=step + 1, info=info if acc is not None or step % 10 == 0 else None)
 
         with _quiet(log_path):
-            ws = warm_start(model, tokenizer, sft, replace(cfg.warm, seed=cfg.seed), dev_accuracy, on_step)
+            ws = warm_start(model, tokenizer, sft, replace(cfg.warm, seed=cfg.seed), dev_accuracy, on_step,
+                            target=demo_task.target)
         display.update(bar, total=ws["steps"])
         warm_dir = out / "warm_start"
         with _quiet(log_path):

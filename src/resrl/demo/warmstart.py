@@ -25,17 +25,17 @@ class WarmStartConfig:
     seed: int = 0
 
 
-def encode_sft_batch(tokenizer, problems: Sequence[Problem]):
+def encode_sft_batch(tokenizer, problems: Sequence[Problem], target: Callable[[Problem], str] = chain_target):
     """Problems -> (input_ids (B, L), attention_mask (B, L), labels (B, L)) right-padded tensors.
 
-    Each row is `prompt + target + eos`; labels are -100 on the prompt and padding so the loss
-    only teaches the completion (what RL will later sample)."""
+    Each row is `prompt + target(problem) + eos`; labels are -100 on the prompt and padding so the
+    loss only teaches the completion (what RL will later sample)."""
     import torch
 
     rows, label_rows = [], []
     for p in problems:
         prompt_ids = tokenizer(p.prompt, add_special_tokens=False)["input_ids"]
-        target_ids = tokenizer(chain_target(p), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+        target_ids = tokenizer(target(p), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
         rows.append(prompt_ids + target_ids)
         label_rows.append([-100] * len(prompt_ids) + target_ids)
     L = max(len(r) for r in rows)
@@ -52,8 +52,10 @@ def encode_sft_batch(tokenizer, problems: Sequence[Problem]):
 
 def warm_start(model, tokenizer, problems: Sequence[Problem], config: WarmStartConfig,
                dev_accuracy: Callable[[], float] | None = None,
-               on_step: Callable[[int, float, float | None], None] | None = None) -> dict:
-    """Train `model` in place on `problems` (cycled in order, batch_size per step).
+               on_step: Callable[[int, float, float | None], None] | None = None,
+               target: Callable[[Problem], str] = chain_target) -> dict:
+    """Train `model` in place on `problems` (cycled in order, batch_size per step) to complete each
+    prompt with `target(problem)` (the demo task's correct completion).
 
     Every `check_every` steps `dev_accuracy()` (greedy accuracy on a dev split) is measured and
     training stops once it reaches `target_accuracy`: where a tiny model crosses 20-60 % moves a
@@ -78,7 +80,7 @@ def warm_start(model, tokenizer, problems: Sequence[Problem], config: WarmStartC
     for step in range(config.max_steps):
         start = (step * config.batch_size) % len(problems)
         batch = [problems[(start + j) % len(problems)] for j in range(config.batch_size)]
-        input_ids, mask, labels = encode_sft_batch(tokenizer, batch)
+        input_ids, mask, labels = encode_sft_batch(tokenizer, batch, target)
         loss = model(input_ids=input_ids, attention_mask=mask, labels=labels).loss
         opt.zero_grad(set_to_none=True)
         loss.backward()

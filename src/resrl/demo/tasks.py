@@ -1,0 +1,171 @@
+"""The demo's tasks, `resrl demo --task NAME`: a small registry (default `math`).
+
+A demo task is what the demo pipeline needs to know about its problems:
+
+    config(quick)       the demo's settings for this task (task shape, warm start, RL and evaluation
+                        budgets): a `DemoConfig`, full or `--quick`
+    config_type         the dataclass of `DemoConfig.task` (a worker rebuilds it from demo_config.json)
+    build(task_config)  the problem generator: `.test` (the held-out split) and
+                        `.train_problems(n, stream)` (training streams that never meet the split)
+    reward              f(completions, answers) -> rewards, for training and evaluation alike
+    target(problem)     the correct completion, which the supervised warm start imitates
+    describe(config)    one line for the console and report.md
+    alphabet            the characters of the tiny model's tokenizer
+
+The tasks registered here:
+
+    math        chained addition of 3 two-digit terms (the demo since its first version; default)
+    math-hard   chained addition of 3 to 5 terms, the count drawn per problem: a spread of
+                difficulty on which Pass@k up to 128 separates policies (see `math_hard_config`)
+
+Another family (code, tool use, ...) registers a `DemoTask` with its own generator, reward and
+target (`register_demo_task`). The ω analysis of the report reads the chained-addition structure
+(the first wrong token of a chain), so it is defined for the chained-addition tasks only.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, replace
+from typing import Callable
+
+from resrl.data.synthetic import ChainAdditionConfig, ChainAdditionTask, chain_reward, chain_target
+from resrl.errors import InputError
+
+DEFAULT_TASK = "math"
+
+
+@dataclass(frozen=True)
+class DemoTask:
+    name: str
+    summary: str  # one line: --help and docs
+    title: str  # the report's and plots' name of the task
+    config: Callable  # (quick: bool) -> DemoConfig
+    config_type: type = ChainAdditionConfig
+    build: Callable = ChainAdditionTask  # (task_config) -> generator with .test and .train_problems
+    reward: Callable = chain_reward
+    target: Callable = chain_target
+    describe: Callable = None  # (task_config) -> str; None: `describe_chain`
+    alphabet: str = "0123456789+="
+
+    def description(self, task_config) -> str:
+        return (self.describe or describe_chain)(task_config)
+
+
+DEMO_TASKS: dict[str, DemoTask] = {}
+
+
+def register_demo_task(task: DemoTask) -> DemoTask:
+    if task.name in DEMO_TASKS:
+        raise ValueError(f"demo task {task.name!r} is already registered")
+    DEMO_TASKS[task.name] = task
+    return task
+
+
+def get_demo_task(name: str) -> DemoTask:
+    try:
+        return DEMO_TASKS[name]
+    except KeyError:
+        raise InputError(f"--task: unknown demo task {name!r} (choose from {sorted(DEMO_TASKS)})") from None
+
+
+def build_task(cfg):
+    """The problem generator of a DemoConfig: its task's `build`, seeded by the demo's seed."""
+    return get_demo_task(cfg.task_name).build(replace(cfg.task, seed=cfg.seed))
+
+
+def describe_chain(t: ChainAdditionConfig) -> str:
+    return f"{t.num_terms} terms in [{t.min_value}, {t.max_value}]"
+
+
+# -- chained addition with difficulty tiers ---------------------------------------------------------
+
+@dataclass
+class ChainTiersConfig:
+    """Chained addition where each problem first draws its tier, then its terms.
+
+    tiers       (num_terms, min_value, max_value) per tier, drawn uniformly per problem: e.g.
+                ((3, 10, 99), (3, 100, 999), (3, 1000, 9999)) = 3 terms of 2, 3 or 4 digits
+    num_test    size of the held-out split (distinct problems)
+    seed        seed of the held-out split and of the training streams
+    """
+
+    tiers: tuple = ((3, 10, 99), (3, 100, 999), (3, 1000, 9999))
+    num_test: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        self.tiers = tuple(tuple(int(x) for x in tier) for tier in self.tiers)  # JSON lists -> tuples
+        if not self.tiers:
+            raise ValueError("ChainTiersConfig.tiers must name at least one tier")
+        for tier in self.tiers:  # each tier as a ChainAdditionConfig checks it (terms >= 3, a valid range)
+            ChainAdditionConfig(*tier, num_test=1)
+        space = sum((hi - lo + 1) ** n for n, lo, hi in self.tiers)
+        if not isinstance(self.num_test, int) or not 1 <= self.num_test <= space // 2:
+            raise ValueError(f"ChainTiersConfig.num_test must be an int in [1, {space // 2}] (half of the "
+                             f"{space} distinct problems), got {self.num_test!r}")
+
+
+class ChainTiersTask(ChainAdditionTask):
+    """`ChainAdditionTask` (held-out split, training streams that never meet it, same problems and
+    reward) whose problems draw a tier of `ChainTiersConfig` first."""
+
+    config: ChainTiersConfig
+
+    def _draw(self, rng: random.Random) -> tuple[int, ...]:
+        num_terms, lo, hi = rng.choice(self.config.tiers)
+        return tuple(rng.randint(lo, hi) for _ in range(num_terms))
+
+
+def describe_tiers(t: ChainTiersConfig) -> str:
+    return "chained addition, one tier per problem: " + ", ".join(
+        f"{n} terms in [{lo}, {hi}]" for n, lo, hi in t.tiers)
+
+
+# -- math: the demo's task since its first version --------------------------------------------------
+
+def math_config(quick: bool = False):
+    from resrl.demo.pipeline import DemoConfig
+
+    return DemoConfig.quick() if quick else DemoConfig()
+
+
+register_demo_task(DemoTask(
+    name="math", title="chained addition", config=math_config,
+    summary="chained addition of 3 two-digit terms, e.g. 17+45+38= -> 62+38=100 (default)"))
+
+
+# -- math-hard: a spread of difficulty, for Pass@k up to 128 ----------------------------------------
+
+HARD_TIERS = ((3, 10, 99), (3, 100, 999), (3, 1000, 9999))  # 3 terms of 2, 3 or 4 digits
+
+
+def math_hard_config(quick: bool = False):
+    """`resrl demo --task math-hard`: 3 terms of 2, 3 or 4 digits, the digit count drawn per problem.
+
+    On `math` every policy reaches Pass@128 of 0.99-1.00, so Pass@k at large k cannot separate
+    them. Here the warm start stops early (dev greedy 10 %): the two-digit tier is mostly in
+    reach, the four-digit tier mostly is not, and Pass@k at k = 128 has room above and below
+    (measured in docs/algorithms/negative-samples.md#the-hard-task-math-hard). Evaluation draws
+    128 samples per held-out problem; longer completions than `math` (up to 16 characters).
+    """
+    from resrl.demo.evaluate import demo_eval_config
+    from resrl.demo.pipeline import DemoConfig, RLConfig
+    from resrl.demo.warmstart import WarmStartConfig
+
+    if quick:  # a smoke run: one- and two-digit tiers, tiny budgets (as math's --quick)
+        return DemoConfig.quick(
+            task_name="math-hard", task=ChainTiersConfig(tiers=((3, 1, 9), (3, 10, 99)), num_test=48),
+            rl=RLConfig(steps=6, rollout_prompts=8, group_size=4, max_completion_length=16))
+    return DemoConfig(
+        task_name="math-hard", task=ChainTiersConfig(tiers=HARD_TIERS, num_test=256),
+        warm=WarmStartConfig(max_steps=1000, target_accuracy=0.1),
+        rl=RLConfig(max_completion_length=20),
+        eval=demo_eval_config(n=128, max_new_tokens=24))
+
+
+register_demo_task(DemoTask(
+    name="math-hard", title="chained addition (tiers)", config=math_hard_config, config_type=ChainTiersConfig,
+    build=ChainTiersTask, describe=describe_tiers,
+    summary="3 terms of 2, 3 or 4 digits (drawn per problem), a weaker warm start, 128 samples per "
+            "problem: Pass@k up to 128 has room"))

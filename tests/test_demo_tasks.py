@@ -1,0 +1,178 @@
+"""`resrl demo --task`: the registry of demo tasks, the `math-hard` generator and its answers."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from dataclasses import replace
+
+import pytest
+
+from resrl.data.synthetic import chain_reward, chain_target, chain_terms
+from resrl.demo.tasks import (DEFAULT_TASK, DEMO_TASKS, ChainTiersConfig, ChainTiersTask, build_task,
+                              get_demo_task)
+from resrl.errors import InputError
+
+TIERS = ((3, 10, 99), (3, 100, 999), (3, 1000, 9999))
+
+
+def _parser():
+    from resrl.demo.command import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers(dest="command"))
+    return parser
+
+
+def _check_chain(problem) -> None:
+    """The problem's answer is the sum of its terms, and every step of its worked chain is an
+    expression with that same sum whose first term adds up the terms already consumed."""
+    terms = chain_terms(problem)
+    assert problem.prompt == "+".join(map(str, terms)) + "="
+    assert problem.answer == str(sum(terms))
+    steps = chain_target(problem).split("=")
+    assert len(steps) == len(terms) - 1 and steps[-1] == problem.answer
+    for i, step in enumerate(steps):
+        numbers = [int(x) for x in step.split("+")]
+        assert re.fullmatch(r"\d+(\+\d+)*", step) and sum(numbers) == sum(terms), (problem.prompt, step)
+        assert numbers == [sum(terms[: i + 2]), *terms[i + 2:]], (problem.prompt, step)
+
+
+def test_math_is_the_default_and_the_demo_as_before():
+    """`--task math` (the default) is exactly the DemoConfig the demo always had, full and --quick."""
+    from resrl.demo.command import config_from_args
+    from resrl.demo.pipeline import DemoConfig
+
+    assert DEFAULT_TASK == "math" and {"math", "math-hard"} <= set(DEMO_TASKS)
+    assert get_demo_task("math").config(quick=False) == DemoConfig()
+    assert get_demo_task("math").config(quick=True) == DemoConfig.quick()
+    parser = _parser()
+    assert config_from_args(parser.parse_args(["demo"])) == DemoConfig()
+    assert config_from_args(parser.parse_args(["demo", "--quick"])) == replace(DemoConfig.quick(), threads=1)
+    with pytest.raises(InputError, match="unknown demo task 'nope'.*math-hard"):
+        get_demo_task("nope")
+    with pytest.raises(SystemExit):  # argparse refuses it before any work
+        parser.parse_args(["demo", "--task", "nope"])
+
+
+def test_hard_task_cli_and_config():
+    from resrl.demo.command import config_from_args
+    from resrl.demo.parallel import config_from_dict, config_to_dict
+
+    parser = _parser()
+    for argv in (["demo", "--task", "math-hard"], ["demo", "--task", "math-hard", "--quick", "--seed", "2"]):
+        cfg = config_from_args(parser.parse_args(argv))
+        assert cfg.task_name == "math-hard" and isinstance(cfg.task, ChainTiersConfig)
+        assert cfg.is_quick == ("--quick" in argv)
+        back = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))  # what a worker reads
+        assert back == cfg and type(back.task) is ChainTiersConfig
+        task = build_task(cfg)
+        assert isinstance(task, ChainTiersTask) and len(task.test) == cfg.task.num_test
+        # every correct completion fits the RL and evaluation budgets (with the end-of-sequence token)
+        longest = max(len(chain_target(p)) + 1 for p in task.test + task.train_problems(500))
+        assert longest <= cfg.rl.max_completion_length <= cfg.eval.max_new_tokens
+    full = get_demo_task("math-hard").config(quick=False)
+    assert full.algorithms == ("grpo", "w-reinforce", "resrl") and full.eval.n == 128
+
+
+def test_tiers_generator_answers_and_split():
+    """Every generated problem's answer and worked chain are right, each tier draws its own shape,
+    the held-out split is distinct problems never met by a training stream, all fixed by the seed."""
+    task = ChainTiersTask(ChainTiersConfig(tiers=TIERS, num_test=300, seed=5))
+    train = {s: task.train_problems(1000, stream=s) for s in ("sft", "rl", "dev", "omega")}
+    test_terms = [chain_terms(p) for p in task.test]
+    assert len(set(test_terms)) == len(test_terms) == 300
+    for problems in (task.test, *train.values()):
+        for p in problems:
+            _check_chain(p)
+            assert chain_reward([chain_target(p)], [p.answer]) == [1.0]
+            n, lo, hi = next(t for t in TIERS if len(str(chain_terms(p)[0])) == len(str(t[1])))
+            assert len(chain_terms(p)) == n and all(lo <= x <= hi for x in chain_terms(p))
+    for stream, problems in train.items():
+        assert not {chain_terms(p) for p in problems} & set(test_terms), stream
+        assert not any(task.is_test(p) for p in problems)
+        counts = [sum(len(str(chain_terms(p)[0])) == d for p in problems) for d in (2, 3, 4)]
+        assert all(250 <= c <= 420 for c in counts), (stream, counts)  # the tiers drawn uniformly
+    assert {p.id for p in train["sft"]} != {p.id for p in train["rl"]}  # independent streams
+    again = ChainTiersTask(ChainTiersConfig(tiers=TIERS, num_test=300, seed=5))
+    assert [p.id for p in again.test] == [p.id for p in task.test]
+    assert [p.id for p in again.train_problems(50, "rl")] == [p.id for p in train["rl"][:50]]
+    other = ChainTiersTask(ChainTiersConfig(tiers=TIERS, num_test=300, seed=6))
+    assert [p.id for p in other.test] != [p.id for p in task.test]
+    # a small problem space, where a training stream would meet the held-out split all the time
+    small = ChainTiersTask(ChainTiersConfig(tiers=((3, 1, 4), (3, 10, 12)), num_test=40))
+    held_out = {chain_terms(p) for p in small.test}
+    assert len(held_out) == 40
+    drawn = {chain_terms(p) for p in small.train_problems(2000)}
+    assert not drawn & held_out and len(drawn) == 64 + 27 - 40  # every other problem is drawn
+
+
+def test_tiers_config_checks():
+    with pytest.raises(ValueError, match="num_terms"):
+        ChainTiersConfig(tiers=((2, 10, 99),))
+    with pytest.raises(ValueError, match="at least one tier"):
+        ChainTiersConfig(tiers=())
+    with pytest.raises(ValueError, match="num_test"):
+        ChainTiersConfig(tiers=((3, 1, 2),), num_test=5)  # 8 distinct problems: at most 4 held out
+    assert ChainTiersConfig(tiers=[[3, 1, 9]]).tiers == ((3, 1, 9),)  # JSON lists come back as tuples
+
+
+def test_wrong_answers_earn_nothing():
+    """The reward the hard task trains and evaluates with pays the exact sum only."""
+    task = build_task(get_demo_task("math-hard").config(quick=False))
+    for p in task.test[:50]:
+        target = chain_target(p)
+        head, _, last = target.rpartition("=")
+        for wrong in (int(last) + 1, int(last) - 1, int(last) * 10):
+            assert chain_reward([f"{head}={wrong}"], [p.answer]) == [0.0]
+        assert chain_reward([target], [p.answer]) == [1.0]
+
+
+def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
+    """`resrl demo --seeds ... --task math-hard`: each seed's demo process gets the task."""
+    import resrl.demo.seeds as seeds
+    from resrl.demo.command import run_multiseed
+
+    seen = {}
+
+    def fake_run_seeds(out, seed_list, demo_args, workers):
+        seen["args"] = list(demo_args)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(seeds, "run_seeds", fake_run_seeds)
+    args = _parser().parse_args(["demo", "--seeds", "0,1", "--task", "math-hard", "--out", str(tmp_path)])
+    with pytest.raises(RuntimeError, match="stop here"):
+        run_multiseed(args)
+    assert seen["args"][:2] == ["--task", "math-hard"]
+
+
+@pytest.mark.slow
+def test_hard_quick_demo_end_to_end(tmp_path):
+    """`resrl demo --task math-hard --quick` runs the whole pipeline on the tiers task, its RL runs in
+    two worker processes (which rebuild the task from OUT/demo_config.json)."""
+    import contextlib
+    import io
+
+    from resrl.cli import main
+
+    out = tmp_path / "demo"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["demo", "--task", "math-hard", "--quick", "--algorithms", "grpo,resrl", "--workers", "2",
+                     "--seed", "1", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["config"]["task_name"] == "math-hard" and summary["workers"] == 2
+    assert list(summary["results"]) == ["warm start", "grpo", "resrl"]
+    cfg = get_demo_task("math-hard").config(quick=True)
+    tiers = {len(str(lo)) for _, lo, _ in cfg.task.tiers}
+    for policy in ("warm-start", "grpo", "resrl"):
+        ids = [json.loads(line)["problem_id"]
+               for line in (out / "eval" / policy / "sampled" / "samples.jsonl").read_text().splitlines()]
+        assert len(ids) == cfg.eval.n * cfg.task.num_test
+        assert {len(i.split("-", 1)[1].split("+")[0]) for i in ids} == tiers  # both tiers held out
+    for r in summary["results"].values():
+        assert 0 <= r["avg"] <= 1 and sorted(r["pass_at"], key=int) == ["1", "2", "4", "8"]
+    assert summary["results"]["warm start"]["avg"] > 0.05
+    report = (out / "report.md").read_text()
+    assert "chained addition (tiers)" in report and "one tier per problem" in report
