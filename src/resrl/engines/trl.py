@@ -72,6 +72,7 @@ from resrl.engines.batches import (aligned_layout_possible, concat_batches, loca
 from resrl.engines.steps import StepRolloutConfig
 from resrl.engines.hidden import LastLayerStates, PenultimateHidden, adapters_enabled, align_response_hidden
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
+from resrl.models.generation import model_defaults_hidden
 
 logger = logging.getLogger(__name__)
 
@@ -356,7 +357,10 @@ class ResRLTrainer(GRPOTrainer):
         extra_pass = self.needs_hidden and self.resrl_mode == "extra-pass"
         self._pass_states = [] if extra_pass else None
         try:
-            out = super()._generate_and_score_completions(inputs)
+            # TRL's generate would fill the settings its GenerationConfig leaves None (min_p, typical_p,
+            # no_repeat_ngram_size, ...) from the model's generation_config: hide it (resrl.models.generation)
+            with model_defaults_hidden(self.accelerator.unwrap_model(self.model)):
+                out = super()._generate_and_score_completions(inputs)
         finally:
             captured, self._pass_states = self._pass_states, None
         ids, mask = out["completion_ids"], out["completion_mask"]
@@ -479,7 +483,7 @@ class ResRLTrainer(GRPOTrainer):
     def _generate_steps(self, inputs) -> dict:
         """One round of step-level rollouts: TRL's local prompts (each game repeated G times in a row)
         -> step rows with tags, old log-probs, step entropies, advantages, padded for TRL's split."""
-        from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
+        from resrl.engines.multiturn import ChatRenderer, HFStepPolicy, trl_sampling_settings
         from resrl.engines.steps import StepSample, episode_stats, pad_rows, rollout_steps, steps_to_batch
 
         cfg, G, device = self.step_rollout, self.num_generations, self.accelerator.device
@@ -491,8 +495,7 @@ class ResRLTrainer(GRPOTrainer):
         groups = [rank * (n // G) + i // G for i in range(n)]          # global game ids
         tokenizer = self.processing_class
         model = self.accelerator.unwrap_model(self.model)
-        policy = HFStepPolicy(model, tokenizer, temperature=self.args.temperature,
-                              top_p=getattr(self.args, "top_p", 1.0))
+        policy = HFStepPolicy(model, tokenizer, **trl_sampling_settings(self.args))  # the config's settings only
         samples, episodes = rollout_steps(
             self._env_pool, prompts, groups, policy, ChatRenderer(tokenizer), eos_token_ids=policy.eos_token_ids,
             max_steps=cfg.max_steps, max_step_tokens=cfg.max_step_tokens, max_prompt_tokens=cfg.max_prompt_tokens,
