@@ -58,8 +58,10 @@ def sample_groups(model, tokenizer, problems: Sequence[Problem], group_size: int
     import torch
 
     enc = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True, add_special_tokens=False)
+    from resrl.models.generation import model_defaults_hidden
+
     torch.manual_seed(seed)
-    with torch.no_grad():
+    with torch.no_grad(), model_defaults_hidden(model):  # these settings only, not the model's defaults
         out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
                              max_new_tokens=max_new_tokens, num_return_sequences=group_size,
                              pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)

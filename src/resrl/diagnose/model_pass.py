@@ -62,6 +62,8 @@ def sample_group(model, tokenizer, prompt: str, group_size: int, temperature: fl
     Seeded from `seed` alone, so a group is the same whatever else is sampled."""
     from transformers import GenerationConfig
 
+    from resrl.models.generation import model_defaults_hidden
+
     enc = tokenizer([prompt], return_tensors="pt", add_special_tokens=add_special_tokens)
     device = next(model.parameters()).device
     ids = enc["input_ids"].to(device).repeat(group_size, 1)
@@ -73,7 +75,7 @@ def sample_group(model, tokenizer, prompt: str, group_size: int, temperature: fl
                                eos_token_id=eos_ids)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        with torch.no_grad():
+        with torch.no_grad(), model_defaults_hidden(model):  # these settings only, not the model's defaults
             out = model.generate(input_ids=ids, attention_mask=attn, generation_config=gen_cfg)
     completion = out[:, ids.shape[1]:]
     is_eos = torch.isin(completion, torch.tensor(eos_ids, device=completion.device))

@@ -214,11 +214,22 @@ def rollout_stats(trajs: Sequence[Trajectory]) -> dict[str, float]:
 
 
 class HFStepPolicy:
-    """A `StepPolicy` sampling with a Hugging Face causal LM (left-padded batches, `generate`)."""
+    """A `StepPolicy` sampling with a Hugging Face causal LM (left-padded batches, `generate`).
 
-    def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None) -> None:
+    Sampling follows these settings alone — by default the full softmax at `temperature`, the
+    distribution the policy loss assumes — never the model's own `generation_config` (Qwen3 ships
+    top_k 20, top_p 0.95): `resrl.models.generation`. top_k 0 / None: no top-k cut; min_p None:
+    no min-p cut; generation_kwargs: further GenerationConfig fields (TRL's `generation_kwargs`).
+    temperature 0: greedy. `trl_sampling_settings(args)` gives the settings of TRL's own generation:
+    HFStepPolicy(model, tokenizer, **trl_sampling_settings(trainer.args))."""
+
+    def __init__(self, model, tokenizer, temperature: float = 1.0, top_p: float = 1.0, seed: int | None = None,
+                 *, top_k: int | None = 0, min_p: float | None = None, repetition_penalty: float = 1.0,
+                 generation_kwargs: dict | None = None) -> None:
         self.model, self.tokenizer = model, tokenizer
         self.temperature, self.top_p = temperature, top_p
+        self.top_k, self.min_p, self.repetition_penalty = top_k, min_p, repetition_penalty
+        self.generation_kwargs = dict(generation_kwargs or {})
         self.generator_seed = seed
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self.pad_token_id = int(pad)
@@ -227,6 +238,8 @@ class HFStepPolicy:
 
     @torch.no_grad()
     def __call__(self, contexts, max_new_tokens):
+        from resrl.models.generation import generate_with, sampling_config
+
         if self.generator_seed is not None:
             torch.manual_seed(self.generator_seed)
             self.generator_seed += 1
@@ -237,17 +250,26 @@ class HFStepPolicy:
         for b, c in enumerate(contexts):
             ids[b, L - len(c):] = torch.tensor(list(c), dtype=torch.long)
             attn[b, L - len(c):] = 1
-        sample = self.temperature > 0
-        out = self.model.generate(
-            input_ids=ids.to(device), attention_mask=attn.to(device), max_new_tokens=max(max_new_tokens),
-            do_sample=sample, temperature=self.temperature if sample else None, top_p=self.top_p if sample else None,
-            eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id)
+        config = sampling_config(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k, min_p=self.min_p,
+                                 repetition_penalty=self.repetition_penalty, max_new_tokens=max(max_new_tokens),
+                                 eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
+                                 extra=self.generation_kwargs)
+        out = generate_with(self.model, config, input_ids=ids.to(device), attention_mask=attn.to(device))
         results = []
         for b, budget in enumerate(max_new_tokens):
             new = out[b, L:].tolist()[:budget]
             cut = next((k + 1 for k, tok in enumerate(new) if tok in self.eos_token_ids), len(new))
             results.append((new[:cut], None))
         return results
+
+
+def trl_sampling_settings(args) -> dict:
+    """HFStepPolicy's keyword arguments that sample as TRL's own generation does with GRPOConfig
+    `args` (temperature, top_p, top_k, min_p, repetition_penalty, generation_kwargs): every layout
+    samples with the training config's settings."""
+    return dict(temperature=args.temperature, top_p=getattr(args, "top_p", 1.0), top_k=getattr(args, "top_k", 0),
+                min_p=getattr(args, "min_p", None), repetition_penalty=getattr(args, "repetition_penalty", 1.0),
+                generation_kwargs=getattr(args, "generation_kwargs", None))
 
 
 def make_trl_rollout_func(env_for_prompt: Callable[[Any], Environment], *, max_turns: int = 8,
@@ -258,14 +280,15 @@ def make_trl_rollout_func(env_for_prompt: Callable[[Any], Environment], *, max_t
     `env_mask` (TRL turns it into `tool_mask`), `env_reward` and `truncation` (forwarded to reward
     functions as columns). `env_for_prompt(prompt)` builds the environment of a prompt (TRL gives
     a rollout function the prompts only). The trainer's `max_completion_length` is the total
-    token limit; generation uses the trainer's model with HF `generate`.
+    token limit; generation uses the trainer's model with HF `generate` and the sampling settings
+    of TRL's own generation (`trl_sampling_settings`), never the model's generation_config.
     """
 
     def rollout_func(prompts, trainer):
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
         temp = trainer.args.temperature if temperature is None else temperature
-        policy = HFStepPolicy(model, tokenizer, temperature=temp, top_p=getattr(trainer.args, "top_p", 1.0))
+        policy = HFStepPolicy(model, tokenizer, **{**trl_sampling_settings(trainer.args), "temperature": temp})
         trajs = rollout_multi_turn([env_for_prompt(p) for p in prompts], prompts, policy, ChatRenderer(tokenizer),
                                    eos_token_ids=policy.eos_token_ids, max_turns=max_turns,
                                    max_total_tokens=trainer.args.max_completion_length,
@@ -288,4 +311,4 @@ def prompt_key(prompt: Any) -> str:
 
 
 __all__ = ["StepPolicy", "Trajectory", "ChatRenderer", "rollout_multi_turn", "trajectories_to_batch",
-           "rollout_stats", "HFStepPolicy", "make_trl_rollout_func", "prompt_key", "TRUNCATIONS"]
+           "rollout_stats", "HFStepPolicy", "trl_sampling_settings", "make_trl_rollout_func", "prompt_key", "TRUNCATIONS"]

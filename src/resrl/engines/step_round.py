@@ -48,7 +48,7 @@ class StepRound:
             self._pool = None
 
     def __call__(self, trainer, inputs) -> dict:
-        from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
+        from resrl.engines.multiturn import ChatRenderer, HFStepPolicy, trl_sampling_settings
         from resrl.engines.steps import StepSample, episode_stats, pad_rows, rollout_steps, steps_to_batch
 
         cfg, G, device = self.config, trainer.num_generations, trainer.accelerator.device
@@ -61,7 +61,7 @@ class StepRound:
         groups = [rank * (n // G) + i // G for i in range(n)]          # global game ids
         tokenizer = trainer.processing_class
         model = accelerator.unwrap_model(trainer.model)
-        policy = HFStepPolicy(model, tokenizer, temperature=args.temperature, top_p=getattr(args, "top_p", 1.0))
+        policy = HFStepPolicy(model, tokenizer, **trl_sampling_settings(args))  # the config's settings only
         samples, episodes = rollout_steps(
             self._pool, prompts, groups, policy, ChatRenderer(tokenizer), eos_token_ids=policy.eos_token_ids,
             max_steps=cfg.max_steps, max_step_tokens=cfg.max_step_tokens, max_prompt_tokens=cfg.max_prompt_tokens,

@@ -74,6 +74,7 @@ from resrl.engines.step_round import StepRound
 from resrl.engines.steps import StepRolloutConfig
 from resrl.engines.trl_compat import GRPOTrainer
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
+from resrl.models.generation import model_defaults_hidden
 
 __all__ = ["ResRLTrainer", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
            "GRPOTrainer"]
@@ -238,7 +239,10 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         """TRL's generate-and-score, plus the rows' rewards, global group ids, truncation flags and
         (extra-pass ResRL) hidden states with the matching old log-probs."""
         extra_pass = self.needs_hidden and self.resrl_mode == "extra-pass"
-        with self.capture.armed(extra_pass) as captured:
+        # TRL's generate would fill the settings its GenerationConfig leaves None (min_p, typical_p,
+        # no_repeat_ngram_size, ...) from the model's generation_config: hide it (resrl.models.generation)
+        with self.capture.armed(extra_pass) as captured, \
+                model_defaults_hidden(self.accelerator.unwrap_model(self.model)):
             out, rewards = self.trl_generate_and_score(inputs)
         ids, mask = out["completion_ids"], out["completion_mask"]
         B, device = ids.shape[0], ids.device

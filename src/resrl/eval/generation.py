@@ -147,7 +147,10 @@ class HFGenerator:
 
             seeds = [_stable_seed(self.seed, j.benchmark, j.problem_id, j.sample_index) for j in jobs]
             extra["logits_processor"] = LogitsProcessorList([PerSampleSampler(seeds, self.temperature, self.top_p)])
-        with torch.no_grad():
+        from resrl.models.generation import model_defaults_hidden
+
+        # the evaluation's settings only: the model's generation_config (a repetition penalty, ...) is hidden
+        with torch.no_grad(), model_defaults_hidden(self.model):
             out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
                                       generation_config=self._generation_config(), **extra)
         generated = out[:, input_ids.shape[1]:].tolist()  # (B, <= max_new_tokens)

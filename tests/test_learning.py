@@ -1,0 +1,124 @@
+"""Learning checks, one per rollout layout: a small fixed-seed task trained through the public path
+(`run_training` with a config, and a data set + reward function or an environment factory named in
+`env.name`, written as a user writes them: tests/learning_tasks.py) must raise the rewarded
+choice's probability — read EXACTLY from the model's logits on the task's fixed contexts — from
+its start to at least a stated threshold.
+
+    layout        task (learning_tasks.py)                          probability checked
+    single-turn   pick box "c"                                      P(first token "c" | prompt), 8 prompts
+    multi-turn    open(box): the tool call's argument decides the   P(argument "c" | prompt), the TOOL CALL;
+                  reward, which arrives after a second, free message  (credit across a turn and tool tokens)
+    step          two steps, only the second step's choice pays     P("c" | step-2 prompt)
+
+Setting of every run: a tiny Qwen3 (d = 32, 2 layers, untied embeddings) warm-started to answer
+one of a, b, c, d uniformly and stop (start: P = 0.245 in every task); seed 0; 4 prompts x G = 4
+per round and two optimiser updates per round (train.update_prompts = 2: the second update is
+off-policy, so the old log-probs matter); AdamW at lr 1e-3; temperature 1; 40 updates (60 for
+ResRL multi-turn). A run takes 1-6 s on one core, the file about 45 s (warm start included).
+
+`EXPECTED` holds, per check, the end value measured on the development machine with seeds 0-4
+(seed 0 is the test's) and the threshold: at least 0.10 below the lowest of the five seeds, and
+at least 0.12 above every value the planted bugs of the table below reached where they fail the
+check, so a correct pipeline clears it with room on another machine and those bugs fall short.
+
+Planted bugs (issue 23), each alone in a copy of src/ (scripts/plant_learning_bugs.py), seed 0;
+end values in the check order single grpo / resrl / flowrl / nthr, multi grpo / resrl,
+step grpo / gigpo / empg / resrl:
+
+    advantage sign flipped, first half of the rows (core)   all 10 fail: .235 .160 .245 .068, .210 .206,
+                                                             .279 .348 .284 .322
+    response mask shifted right by one token (loss mask)    all 10 fail: .282 .236 .263 .265, .257 .136,
+                                                             .113 .141 .216 .223
+    step rows paired with another trajectory's advantage    all 4 step checks fail: .089 .061 .065 .141
+    reward not reaching the rows:
+      single/multi-turn rewards zero                        all 6 fail: .245 .245 .247 .245, .245 .245
+      single/multi-turn rewards rolled by one row           all 6 fail: .039 .081 .105 .046, .095 .130
+      step: the episode reward not on the step rows         grpo .254, empg .252, resrl .221 fail;
+                                                             gigpo .769 passes (its step advantage reads
+                                                             the step rewards, which still carry it)
+      step: the environment's reward lost                   all 4 fail: .254 .222 .252 .221
+    old log-probs from the wrong rows (rolled in the loss)  9 fail: .469 .307 - .425, .305 .241,
+                                                             .124 .152 .106 .001; flowrl .787 passes
+
+Not caught (reported, not claimed): a quarter of the rows' signs flipped only slows learning
+(single grpo .642 and flowrl .531 fall below, the other 8 stay above); the mask shifted LEFT drops
+each segment's last token (EOS), which these first-token tasks do not need (multi grpo .487 and
+single resrl .428 fall below, 8 pass); step rows paired with the PREVIOUS row's advantage is, in
+these 2-step episodes, mostly the same trajectory's other step (all 10 pass).
+"""
+
+from __future__ import annotations
+
+import pytest
+from learning_tasks import (choice_probability, pick_dataset, pick_prompts, pick_reward, step_prompts, tool_contexts,
+                            tool_dataset, warm_start, write_step_games)
+
+from resrl.train import load_config, run_training
+
+START = 0.25  # P of the rewarded choice after the warm start (measured: 0.245 in each task)
+
+# (layout, algorithm) -> (optimiser updates, end value at seed 0, [seeds 1-4], threshold)
+EXPECTED = {
+    ("single-turn", "grpo"): (40, 0.829, [0.801, 0.798, 0.813, 0.812], 0.65),
+    ("single-turn", "resrl"): (40, 0.662, [0.599, 0.621, 0.655, 0.568], 0.45),
+    ("single-turn", "flowrl"): (40, 0.803, [0.797, 0.796, 0.812, 0.822], 0.60),
+    ("single-turn", "nthr"): (40, 0.825, [0.826, 0.825, 0.817, 0.810], 0.65),
+    ("multi-turn", "grpo"): (40, 0.770, [0.751, 0.732, 0.740, 0.757], 0.55),
+    ("multi-turn", "resrl"): (60, 0.831, [0.840, 0.793, 0.663, 0.612], 0.45),
+    ("step", "grpo"): (40, 0.800, [0.760, 0.718, 0.798, 0.771], 0.55),
+    ("step", "gigpo"): (40, 0.803, [0.759, 0.735, 0.798, 0.745], 0.55),
+    ("step", "empg"): (40, 0.774, [0.760, 0.745, 0.773, 0.755], 0.55),
+    ("step", "resrl"): (40, 0.747, [0.704, 0.609, 0.617, 0.557], 0.45),
+}
+
+
+@pytest.fixture(scope="module")
+def warm_model(tmp_path_factory):
+    """One warm start for every context of the three tasks (about 8 s)."""
+    first, second = tool_contexts()
+    contexts = pick_prompts() + first + second + step_prompts()
+    return warm_start(tmp_path_factory.mktemp("learning") / "warm", contexts, steps=100)
+
+
+def _common(model_dir, out_dir, algorithm: str, steps: int) -> list[str]:
+    return [f"model.path={model_dir}", f"train.output_dir={out_dir}", f"algorithm.name={algorithm}",
+            f"train.max_steps={steps}", "train.rollout_prompts=4", "train.update_prompts=2", "train.group_size=4",
+            "train.learning_rate=1e-3", "train.seed=0", "train.temperature=1.0",
+            "log.progress=false", "log.report_to=[none]", "log.jsonl=false"]
+
+
+def train_layout(layout: str, algorithm: str, model_dir, out_dir, steps: int, extra=()):
+    """Train one check's run; returns (the trained model, the contexts whose rewarded choice is checked)."""
+    common = _common(model_dir, out_dir, algorithm, steps) + list(extra)
+    if layout == "single-turn":
+        cfg = load_config(None, common + ["train.max_completion_length=4"])
+        result = run_training(cfg, train_dataset=pick_dataset(), reward_fn=pick_reward, save_final=False)
+        return result.model, pick_prompts()
+    if layout == "multi-turn":
+        cfg = load_config(None, common + ["env.name=learning_tasks:make_tool_env", "reward.function=env",
+                                          "env.max_turns=2", "env.max_step_tokens=3",
+                                          "train.max_completion_length=40"])
+        result = run_training(cfg, train_dataset=tool_dataset(), save_final=False)
+        return result.model, tool_contexts()[0]
+    games = write_step_games(out_dir.parent / f"{out_dir.name}-games.jsonl")
+    cfg = load_config(None, common + [f"data.train={games}", "env.name=learning_tasks:make_two_step_env",
+                                      "env.layout=step", "reward.function=env", "env.max_steps=2",
+                                      "env.max_step_tokens=3", "env.history_window=0", "env.num_workers=1",
+                                      "train.max_prompt_length=100"])
+    result = run_training(cfg, save_final=False)
+    return result.model, step_prompts()[1:]
+
+
+@pytest.mark.parametrize("layout,algorithm", list(EXPECTED), ids=[f"{a}-{b}" for a, b in EXPECTED])
+def test_rewarded_choice_becomes_more_likely(layout, algorithm, warm_model, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    steps, measured, other_seeds, threshold = EXPECTED[layout, algorithm]
+    tokenizer = AutoTokenizer.from_pretrained(warm_model)
+    model, contexts = train_layout(layout, algorithm, warm_model, tmp_path / "out", steps)
+    start = choice_probability(AutoModelForCausalLM.from_pretrained(warm_model), tokenizer, contexts)
+    end = choice_probability(model, tokenizer, contexts)
+    print(f"{layout} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} (threshold {threshold})")
+    assert start == pytest.approx(START, abs=0.02)
+    assert end >= threshold, (f"{layout} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} after {steps} "
+                              f"updates; needs >= {threshold} (measured {measured} at seed 0, {other_seeds} at 1-4)")
