@@ -175,4 +175,4 @@ def test_hard_quick_demo_end_to_end(tmp_path):
         assert 0 <= r["avg"] <= 1 and sorted(r["pass_at"], key=int) == ["1", "2", "4", "8"]
     assert summary["results"]["warm start"]["avg"] > 0.05
     report = (out / "report.md").read_text()
-    assert "chained addition (tiers)" in report and "one tier per problem" in report
+    assert "tiered addition" in report and "one tier per problem" in report
