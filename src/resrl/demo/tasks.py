@@ -125,7 +125,7 @@ def describe_tiers(t: ChainTiersConfig) -> str:
 # -- math: the demo's task since its first version --------------------------------------------------
 
 def math_config(quick: bool = False):
-    from resrl.demo.pipeline import DemoConfig
+    from resrl.demo.config import DemoConfig
 
     return DemoConfig.quick() if quick else DemoConfig()
 
@@ -151,7 +151,7 @@ def math_hard_config(quick: bool = False):
     `math`'s (up to 16 characters, e.g. `19998+9999=29997`), hence the RL budget of 20 tokens.
     """
     from resrl.demo.evaluate import demo_eval_config
-    from resrl.demo.pipeline import DemoConfig, RLConfig
+    from resrl.demo.config import DemoConfig, RLConfig
     from resrl.demo.warmstart import WarmStartConfig
 
     if quick:  # a smoke run: one- and two-digit tiers, tiny budgets (as math's --quick)
