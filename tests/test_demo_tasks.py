@@ -74,6 +74,7 @@ def test_hard_task_cli_and_config():
         assert longest <= cfg.rl.max_completion_length <= cfg.eval.max_new_tokens
     full = get_demo_task("math-hard").config(quick=False)
     assert full.algorithms == ("grpo", "w-reinforce", "resrl") and full.eval.n == 128
+    assert full.warm.target_accuracy == 0.1 and full.warm.max_steps == 2500  # docs/demo.md, "Tasks"
 
 
 def test_tiers_generator_answers_and_split():
