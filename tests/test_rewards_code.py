@@ -122,7 +122,23 @@ def test_check_wrong_exception_timeout():
     res = run("def inc(xs):\n    raise KeyError('k')\n", CHECK)
     assert "KeyError" in res.error
     res = run("def inc(xs):\n    while True:\n        pass\n", CHECK)
-    assert res.timed_out and res.statuses == ["timeout"] and res.fraction == 0.0
+    assert res.timed_out and res.statuses == ["timeout"] and res.fraction == 0.0, res.error
+
+
+def test_check_cpu_bound_candidate_is_a_timeout_whichever_limit_fires_first():
+    # CI once reported this loop as an error: the candidate's CPU limit (int(limit) + 1 = 1 s for a
+    # limit just under a second) fired before the wall clock, the judge saw the candidate vanish and
+    # printed a traceback. Two threads hashing (hashlib drops the GIL) burn CPU at twice wall speed,
+    # so the CPU limit surely fires first here: the outcome must still be a timeout.
+    spin = ("import hashlib, threading\n"
+            "def _burn():\n    b = b'x' * (1 << 20)\n    while True:\n        hashlib.sha256(b).digest()\n"
+            "def inc(xs):\n    for _ in range(2):\n        threading.Thread(target=_burn, daemon=True).start()\n"
+            "    _burn()\n")
+    for timeout_s in (0.9, 1.0):
+        res = run(spin, CHECK, timeout_s=timeout_s)
+        assert res.timed_out and res.statuses == ["timeout"] and res.fraction == 0.0, (timeout_s, res.error)
+    res = run("import os, signal\ndef inc(xs):\n    os.kill(os.getpid(), signal.SIGXCPU)\n", CHECK)
+    assert res.statuses == ["timeout"] and "CPU time" in res.error and not res.passed
 
 
 # ---- extraction and parsing --------------------------------------------------------------------

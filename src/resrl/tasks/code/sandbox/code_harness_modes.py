@@ -22,6 +22,7 @@ check: an assert-based test program `check(candidate)`, run in a JUDGE process t
 """
 
 import marshal
+import math
 import os
 import resource
 import select
@@ -363,7 +364,11 @@ def run_check(ctx):
     job = ctx["job"]
     now = time.monotonic()
     limit = min(ctx["test_timeout"], max(0.0, ctx["deadline"] - now))
-    cpu_s = int(limit) + 1
+    # The wall clock decides; the CPU limit is a backstop at least a second past it. int(limit) + 1
+    # was not: with limit a little under a second (the item's deadline already running) the CPU
+    # limit was 1 s from the candidate's fork, which the wall clock starts after, so a looping
+    # candidate could die of SIGXCPU first and its judge report an error instead of a timeout.
+    cpu_s = math.ceil(limit) + 1
     h._rewind((ctx["out_fd"], ctx["err_fd"]))
     try:
         test_obj = compile(job["test"], "test.py", "exec")
@@ -410,8 +415,9 @@ def run_check(ctx):
             os.killpg(cand, h._SIGKILL)
         except OSError:
             pass
+        cand_status = None
         try:
-            os.waitpid(cand, 0)
+            _, cand_status = os.waitpid(cand, 0)
         except ChildProcessError:
             pass
         h._sweep(ctx["kill_all"])
@@ -426,8 +432,11 @@ def run_check(ctx):
     err = h._read_tail(ctx["err_fd"], 1000).decode("utf-8", "replace")
     out, _ = h._read_head(ctx["out_fd"], 2000)
     record = {"i": 0, "seconds": round(seconds, 4), "stdout": out.decode("utf-8", "replace")}
+    cand_sig = os.WTERMSIG(cand_status) if cand_status is not None and os.WIFSIGNALED(cand_status) else None
     if timed_out:
         record.update(status="timeout", error=f"timed out after {limit:.3g} s")
+    elif cand_sig == h._SIGXCPU:  # the candidate used up its CPU time: the judge saw it vanish
+        record.update(status="timeout", error=f"the program used over {cpu_s} s of CPU time")
     elif os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
         record.update(status="timeout" if sig == h._SIGXCPU else "error",
