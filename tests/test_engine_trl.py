@@ -131,6 +131,49 @@ def test_trainer_advantages_equal_core(model_dir, tmp_path, monkeypatch, algorit
         assert not torch.allclose(used, plain, atol=1e-3)
 
 
+@pytest.mark.parametrize("mode", ["aligned", "extra-pass"])
+def test_micro_batch_grouping_gets_the_prompt_lengths(model_dir, tmp_path, monkeypatch, mode):
+    """resrl.grouping=micro-batch balances rows by prompt + response length as veRL's balance_batch
+    does: the engine hands the core each row's prompt length (the prompt mask's sum), in both modes."""
+    seen = []
+    real_local, real_core = trl_engine.local_token_advantages, trl_engine.compute_token_advantages
+
+    def local_spy(inputs, config, accelerator=None):
+        seen.append(inputs)
+        return real_local(inputs, config, accelerator)
+
+    def core_spy(inputs, config):
+        seen.append(inputs)
+        return real_core(inputs, config)
+
+    batches = []
+    real_compute_loss = trl_engine.ResRLTrainer._compute_loss
+
+    def compute_loss_spy(self, model, inputs):
+        batches.append(inputs["prompt_mask"].sum(dim=1))
+        return real_compute_loss(self, model, inputs)
+
+    monkeypatch.setattr(trl_engine, "local_token_advantages", local_spy)
+    monkeypatch.setattr(trl_engine, "compute_token_advantages", core_spy)
+    monkeypatch.setattr(trl_engine.ResRLTrainer, "_compute_loss", compute_loss_spy)
+    micro = "train.micro_batch_size=16" if mode == "aligned" else "train.micro_batch_size=2"
+    cfg = load_config(None, overrides(model_dir, tmp_path, "algorithm.name=resrl", "train.max_steps=1",
+                                      f"engine.resrl_mode={mode}", micro, "algorithm.resrl.grouping=micro-batch",
+                                      "algorithm.resrl.svd=exact"))
+    run_training(cfg, model=AutoModelForCausalLM_from(model_dir), train_dataset=toy_dataset(),
+                 reward_fn=length_reward, save_final=False)
+    assert seen and all(x.prompt_lengths is not None for x in seen)
+    lengths = torch.cat([x.prompt_lengths for x in seen])
+    assert torch.equal(lengths.cpu(), torch.cat(batches).cpu())
+    assert lengths.unique().numel() > 1  # the toy prompts differ in length: not vacuous
+
+
+def AutoModelForCausalLM_from(model_dir):
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(model_dir)
+
+
 def _as_grpo(algorithm):
     import dataclasses
 

@@ -144,6 +144,9 @@ def local_token_advantages(local: AdvantageInputs, config: AlgorithmConfig, acce
     g_mask = accelerator.gather(pack_mask).bool()
     truncated = local.truncated if local.truncated is not None else torch.zeros(B, dtype=torch.bool, device=device)
     g_trunc = accelerator.gather(pack(truncated.to(torch.uint8))).bool()
+    g_plen = None
+    if local.prompt_lengths is not None:
+        g_plen = accelerator.gather(pack(local.prompt_lengths.to(device)))
     g_hidden = None
     if local.hidden is not None:
         g_hidden = accelerator.gather(_pad_to(pack(local.hidden), T_max, 0, left=False))
@@ -159,6 +162,7 @@ def local_token_advantages(local: AdvantageInputs, config: AlgorithmConfig, acce
         hidden=None if local.hidden is None else torch.cat(
             [_pad_to(local.hidden[whole], T_max, 0, False), g_hidden[take]]),
         truncated=torch.cat([truncated.bool()[whole], g_trunc[take]]),
+        prompt_lengths=None if g_plen is None else torch.cat([local.prompt_lengths.to(device)[whole], g_plen[take]]),
     )
     ext_adv, stats = compute_token_advantages(ext, config)
 

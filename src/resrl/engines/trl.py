@@ -229,7 +229,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             out["advantages"] = None  # computed from the training forward's states (compute_policy_loss)
             return out
         adv, stats = local_token_advantages(
-            AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"], head),
+            AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"], head,
+                            prompt_lengths=out["prompt_mask"].sum(dim=1)),
             self.algorithm, self.accelerator)
         out["advantages"] = adv
         engine_metrics.log_stats(self.accelerator, sink, stats)
@@ -303,7 +304,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                     model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             hidden, head = self.capture.finish(states, completion_ids)
             advantages, stats = compute_token_advantages(
-                AdvantageInputs(inputs["rewards"], inputs["group_index"], mask, hidden, inputs["truncated"], head),
+                AdvantageInputs(inputs["rewards"], inputs["group_index"], mask, hidden, inputs["truncated"], head,
+                                prompt_lengths=inputs["prompt_mask"].sum(dim=1)),
                 self.algorithm)
             engine_metrics.log_stats(self.accelerator, sink, stats)
         else:
