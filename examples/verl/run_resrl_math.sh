@@ -10,8 +10,12 @@
 # `resrl` (VERL_USE_EXTERNAL_PLUGINS=auto). ResRL needs that trainer mode: its actor worker returns
 # the per-token weights from the old-log-prob pass and its balance keeps groups whole per rank.
 #
-# ALGO: resrl | w_reinforce | psr | nsr.  MODEL, TRAIN, VAL: paths (veRL parquet columns:
+# ALGO: any estimator the plugin registers: the table in docs/verl.md, which is
+# resrl.engines.verl.algorithms.verl_catalog() (from the registry; refused ones say why).  MODEL, TRAIN, VAL: paths (veRL parquet columns:
 # data_source, prompt (chat list), ability, reward_model.ground_truth, extra_info).
+# MODEL: the authors' train_command.sh trains Qwen/Qwen3-4B (the hybrid-thinking release, not -Base)
+# with thinking OFF (its line 53: +data.apply_chat_template_kwargs.enable_thinking=False, set below);
+# with a -Base model drop that line (its template has no thinking switch). docs/method.md's table.
 set -euo pipefail
 ALGO=${ALGO:-resrl}
 MODEL=${MODEL:?set MODEL to a local Qwen3 checkpoint}
@@ -32,6 +36,7 @@ python3 -m verl.trainer.main_ppo \
   data.train_batch_size=256 \
   data.max_prompt_length=2048 \
   data.max_response_length=4096 \
+  +data.apply_chat_template_kwargs.enable_thinking=False \
   actor_rollout_ref.model.path="$MODEL" \
   actor_rollout_ref.model.use_remove_padding=True \
   actor_rollout_ref.rollout.name=vllm \
