@@ -77,6 +77,11 @@ def test_finished_seeds_are_not_rerun_and_outputs_are_written(tmp_path):
     assert "| grpo | 0.550 [" in md and "Pass@2" in md
     data = json.loads((tmp_path / "multiseed.json").read_text())
     assert data["aggregate"]["grpo"]["greedy"]["mean"] == pytest.approx(0.55)
+    # paired with the warm start (did RL improve its own start?) and with GRPO, seed by seed
+    vs_warm = data["paired_vs_warm_start"]["grpo"]
+    assert vs_warm["greedy"]["mean"] == pytest.approx(0.25) and vs_warm["avg"]["wins"] == 2
+    assert data["paired_vs_grpo"]["warm start"]["greedy"]["mean"] == pytest.approx(-0.25)
+    assert "| policy − warm start |" in md and "| policy − grpo |" in md
 
 
 def test_failing_seeds_are_reported_after_all_ran(tmp_path, capsys):

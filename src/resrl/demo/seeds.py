@@ -58,16 +58,26 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     return {s: json.loads((seed_dir(out, s) / "summary.json").read_text()) for s in seeds}
 
 
+WARM_START = "warm start"  # the policy name of the warm start in a demo summary.json
+
+
 def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str = "grpo") -> list[Path]:
-    """multiseed.json, multiseed.md and passk_seeds.png (Pass@k mean and interval per policy)."""
+    """multiseed.json, multiseed.md and passk_seeds.png (Pass@k mean and interval per policy).
+
+    Paired differences are against the warm start (did RL improve the policy it started from?,
+    key `paired_vs_warm_start`) and against `baseline` (key `paired_vs_<baseline>`), each where
+    that policy is in every seed's summary."""
     out = Path(out)
     per_seed = per_seed_metrics(summaries)
     agg = aggregate_seeds(per_seed)
-    diffs = paired_differences(per_seed, baseline)
     seeds = sorted(summaries)
+    paired = {}
+    for ref in dict.fromkeys((WARM_START, baseline)):
+        if all(ref in v for v in per_seed.values()):
+            paired[ref] = paired_differences(per_seed, ref)
     (out / "multiseed.json").write_text(json.dumps(
         {"seeds": seeds, "per_seed": {str(s): v for s, v in per_seed.items()}, "aggregate": agg,
-         "paired_vs_" + baseline: diffs}, indent=1, default=lambda x: None))
+         **{"paired_vs_" + ref.replace(" ", "_"): d for ref, d in paired.items()}}, indent=1, default=lambda x: None))
 
     def cell(d):
         if d["n"] < 2:
@@ -84,10 +94,12 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
              "|---|" + "---|" * len(metrics)]
     for p, d in agg.items():
         lines.append(f"| {p} | " + " | ".join(cell(d[m]) for m in metrics if m in d) + " |")
-    if diffs:
-        lines += ["", f"Paired difference against {baseline} (same seed), mean [95 % interval], and the number of "
+    for ref, diffs in paired.items():
+        if not diffs:
+            continue
+        lines += ["", f"Paired difference against the {ref} (same seed), mean [95 % interval], and the number of "
                   f"seeds where the policy is higher:", "",
-                  "| policy − " + baseline + " | " + " | ".join(names.get(m, m.replace("pass@", "Pass@")) for m in metrics)
+                  "| policy − " + ref + " | " + " | ".join(names.get(m, m.replace("pass@", "Pass@")) for m in metrics)
                   + " |", "|---|" + "---|" * len(metrics)]
         for p, d in diffs.items():
             lines.append(f"| {p} | " + " | ".join(
