@@ -198,8 +198,8 @@ def tools_config(quick: bool = False):
             eval=demo_eval_config(n=8, batch_size=384, max_new_tokens=28))
     return DemoConfig(
         task_name="tools", task=ToolCallsConfig(num_test=256),
-        warm=WarmStartConfig(max_steps=1000, target_accuracy=0.3),
-        rl=RLConfig(max_completion_length=24),
+        warm=WarmStartConfig(max_steps=1000, target_accuracy=0.3, check_every=10),
+        rl=RLConfig(steps=150, max_completion_length=24),
         eval=demo_eval_config(max_new_tokens=28))
 
 
