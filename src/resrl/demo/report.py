@@ -37,6 +37,18 @@ def _task(cfg):
     return get_demo_task(cfg.task_name)
 
 
+def _is_chain(cfg) -> bool:
+    """Whether the task's correct completion is a worked addition chain (math, math-hard)."""
+    from resrl.data.synthetic import chain_target
+
+    return _task(cfg).target is chain_target
+
+
+def _reward_name(cfg) -> str:
+    reward = _task(cfg).reward
+    return getattr(reward, "__name__", type(reward).__name__)
+
+
 def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
     vals = [m[key] for m in metrics if key in m and m[key] is not None]
     return float(np.mean(vals[-window:])) if vals else None
@@ -55,9 +67,10 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
         f"# ResRL demo: {_task(cfg).title} on a tiny Qwen3 model",
         "",
         f"Task: {_task(cfg).description(t)}, e.g. prompt "
-        f"`{summary['example']['prompt']}` → completion `{summary['example']['target']}` (the worked chain: one "
-        "addition at a time); "
-        f"reward 1 for the right final number. Held-out split: {P} problems never seen in training.",
+        f"`{summary['example']['prompt']}` → completion `{summary['example']['target']}` "
+        + ("(the worked chain: one addition at a time); reward 1 for the right final number. " if _is_chain(cfg) else
+           f"(the reference completion); reward 1 when the task's reward (`{_reward_name(cfg)}`) accepts the completion, else 0. ")
+        + f"Held-out split: {P} problems never seen in training.",
         f"Model: Qwen3 architecture, {summary.get('num_parameters', 0) / 1e6:.2f} M parameters, "
         f"character tokenizer, built offline.",
         f"Warm start: {ws['steps']} supervised steps (batch {cfg.warm.batch_size}, lr {cfg.warm.learning_rate:g}), "
@@ -107,17 +120,18 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
             f"{grad_norms['resrl'] / grad_norms['grpo']:.2f}× GRPO's here (see also how much less its reward and "
             "entropy moved). Every algorithm gets the same learning rate, as in the paper.", ""]
 
-    lines += _omega_section(omega)
+    lines += _omega_section(omega, chain=_is_chain(cfg))
     lines += ["", "## Timing", "", "| phase | seconds |", "|---|---|"]
     lines += [f"| {phase} | {sec:.1f} |" for phase, sec in timings.items()]
     quick = " --quick" if getattr(cfg, "is_quick", False) else ""
-    lines += ["", f"Reproduce: `resrl demo{quick} --seed {cfg.seed}` (bit for bit given the seed, the CPU and the "
+    task_flag = "" if cfg.task_name == "math" else f" --task {cfg.task_name}"
+    lines += ["", f"Reproduce: `resrl demo{task_flag}{quick} --seed {cfg.seed}` (bit for bit given the seed, the CPU and the "
               "library versions, with any --workers; another CPU moves the numbers about as much as another "
               "seed: docs/reproducibility.md).", ""]
     return "\n".join(lines)
 
 
-def _omega_section(omega) -> list[str]:
+def _omega_section(omega, chain: bool = True) -> list[str]:
     means, counts = omega.alignment_means, omega.alignment_counts
     alignments = list(means)
     lines = [
@@ -126,8 +140,13 @@ def _omega_section(omega) -> list[str]:
         f"On the warm-start policy, {omega.num_groups} prompt groups were sampled ({omega.groups_with_pos} with at "
         f"least one correct completion); ResRL's weights ω were computed by `resrl.core.resrl_token_advantages` "
         f"(the trainer's function, spec defaults) for the {omega.num_negatives} negative completions of those "
-        "groups. The task knows the correct chain, so each token of a negative completion is exactly in one of "
-        "three regions: shared with the correct chain, the first wrong token, or after it.",
+        "groups. " + ("The task knows the correct chain, so each token of a negative completion is exactly in one of "
+                      "three regions: shared with the correct chain, the first wrong token, or after it." if chain else
+                      "Each token of a negative completion is in one of three regions, measured against the task's "
+                      "correct completion (the one the warm start imitates): shared with it, the first token that "
+                      "leaves it, or after it. (Where the task accepts other completions too, e.g. the arguments of "
+                      "a call in another order, the first token that leaves the reference is not always wrong by "
+                      "itself.)"),
         "",
         "| hidden_alignment | " + " | ".join(f"mean ω: {r} (n={counts[r]})" for r in REGIONS) + " |",
         "|---" * (1 + len(REGIONS)) + "|",

@@ -130,7 +130,8 @@ def run_demo(cfg: DemoConfig, workers: int | None = None) -> dict:
             with _quiet(log_path):
                 omega = analyse_omega(model, tokenizer, task.train_problems(cfg.omega_problems, stream="omega"),
                                       group_size=cfg.rl.group_size, temperature=cfg.rl.temperature,
-                                      max_new_tokens=cfg.rl.max_completion_length, seed=cfg.seed)
+                                      max_new_tokens=cfg.rl.max_completion_length, seed=cfg.seed,
+                                      reward=demo_task.reward, target=demo_task.target)
             summary["omega"] = omega.to_dict()
             timings["ω analysis"] = display.done(bar)
             analysis["omega"] = omega

@@ -172,3 +172,19 @@ register_demo_task(DemoTask(
     build=ChainTiersTask, describe=describe_tiers,
     summary="3 terms of 2, 3 or 4 digits (drawn per problem), a weaker warm start, 128 samples per "
             "problem: Pass@k up to 128 has room"))
+
+
+# -- tools: single-turn function calling, the tool family's BFCL-style reward -----------------------
+
+def _register_tools() -> None:
+    from resrl.demo import tools_task as tools
+
+    register_demo_task(DemoTask(
+        name="tools", title="tool calls", config=tools.tools_config, config_type=tools.ToolCallsConfig,
+        build=tools.ToolCallsTask, reward=tools.tool_reward, target=tools.tool_target,
+        describe=tools.describe_tools, alphabet=tools.ALPHABET,
+        summary="one function call among 4 (arity 1-3), arguments from the request, e.g. wake 7 30; -> "
+                "alarm(h=7,m=30), scored by the BFCL-style tool_call_exact reward"))
+
+
+_register_tools()

@@ -79,8 +79,12 @@ def sample_groups(model, tokenizer, problems: Sequence[Problem], group_size: int
 
 def analyse_omega(model, tokenizer, problems: Sequence[Problem], group_size: int = 8, temperature: float = 1.0,
                   max_new_tokens: int = 16, seed: int = 0, resrl_config=None, num_examples: int = 6,
-                  alignments: Sequence[str] = ("predicting", "token")) -> OmegaAnalysis:
-    """Sample groups on `problems`, compute ω with resrl.core for each alignment, average per region."""
+                  alignments: Sequence[str] = ("predicting", "token"), reward=chain_reward,
+                  target=chain_target) -> OmegaAnalysis:
+    """Sample groups on `problems`, compute ω with resrl.core for each alignment, average per region.
+
+    reward, target: the demo task's reward and correct completion (default: chained addition's); the
+    first wrong token of a negative completion is the first one that leaves `target(problem)`."""
     import dataclasses
 
     import torch
@@ -95,7 +99,7 @@ def analyse_omega(model, tokenizer, problems: Sequence[Problem], group_size: int
     completion = ids[:, -C:]
     texts = tokenizer.batch_decode(completion * cmask, skip_special_tokens=True)
     answers = [p.answer for p in problems for _ in range(group_size)]
-    rewards = torch.tensor(chain_reward(texts, answers))
+    rewards = torch.tensor(reward(texts, answers))
     adv = grpo_advantages(rewards, gidx)
 
     with PenultimateHidden(model).capture(keep_last=C + 1) as outs, torch.no_grad():
@@ -125,7 +129,7 @@ def analyse_omega(model, tokenizer, problems: Sequence[Problem], group_size: int
         tok_ids = completion[i, :length].tolist()
         tokens = [tokenizer.decode([t], skip_special_tokens=False) for t in tok_ids]
         problem = problems[int(gidx[i])]
-        e = first_error_index(tokens, chain_target(problem), eos_text)
+        e = first_error_index(tokens, target(problem), eos_text)
         if e is None:  # stays on the chain but is wrong (e.g. truncated): no first wrong token
             continue
         num_neg += 1
@@ -138,7 +142,7 @@ def analyse_omega(model, tokenizer, problems: Sequence[Problem], group_size: int
         if len(examples) < num_examples and e >= 1 and int(gidx[i]) not in shown_groups:
             shown_groups.add(int(gidx[i]))
             examples.append({
-                "prompt": problem.prompt, "target": chain_target(problem), "tokens": tokens, "first_error": e,
+                "prompt": problem.prompt, "target": target(problem), "tokens": tokens, "first_error": e,
                 "omega": {a: [float(w) for w in omegas[a][i, :length]] for a in alignments},
             })
     means = {a: {r: (sums[a][r] / counts[r] if counts[r] else float("nan")) for r in REGIONS} for a in alignments}
