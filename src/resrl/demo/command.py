@@ -10,8 +10,10 @@ import argparse
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "demo",
-        help="offline demo: warm-start a tiny model on chained addition, RL with each algorithm, report + plots",
-        description="Builds a tiny Qwen3 model and a chained-addition task, warm-starts it, trains it with "
+        help="offline demo: warm-start a tiny model on a task (--task: math, code, tools, ...), RL with each "
+             "algorithm, report + plots",
+        description="Builds a tiny Qwen3 model and a task (--task; chained addition by default), warm-starts it, "
+                    "trains it with "
                     "each algorithm from the same warm start (same seed and budget), evaluates Avg@k / Pass@k "
                     "on a held-out split and writes report.md and PNG plots. Fully offline. On 2 CPU cores: about "
                     "6 minutes with the RL runs in parallel (the default; measured 351 s with another job on "

@@ -15,12 +15,16 @@ A demo task is what the demo pipeline needs to know about its problems:
 The tasks registered here:
 
     math        chained addition of 3 two-digit terms (the demo since its first version; default)
-    math-hard   chained addition of 3 to 5 terms, the count drawn per problem: a spread of
-                difficulty on which Pass@k up to 128 separates policies (see `math_hard_config`)
+    math-hard   chained addition of 3 terms of 2, 3 or 4 digits, the digit count drawn per problem:
+                a spread of difficulty on which Pass@k up to 128 separates policies (`math_hard_config`)
+    tools       one function call among four, arguments from a short request, scored by the tool
+                family's BFCL-style reward (`resrl.demo.tools_task`)
+    code        write f(x) = a*x + b from f(0) and f(1), run in the code family's sandbox on hidden
+                tests (`resrl.demo.code_task`)
 
-Another family (code, tool use, ...) registers a `DemoTask` with its own generator, reward and
-target (`register_demo_task`). The ω analysis of the report reads the chained-addition structure
-(the first wrong token of a chain), so it is defined for the chained-addition tasks only.
+Another task registers a `DemoTask` with its own generator, reward and target (`register_demo_task`).
+The ω analysis of the report reads each negative completion against `target(problem)` (its first
+token that leaves the reference completion).
 """
 
 from __future__ import annotations
@@ -188,3 +192,19 @@ def _register_tools() -> None:
 
 
 _register_tools()
+
+
+# -- code: a function from two examples, hidden tests in the code family's sandbox ------------------
+
+def _register_code() -> None:
+    from resrl.demo.code_task import (ALPHABET, CodeFunctionsConfig, CodeFunctionsTask, code_config, code_reward,
+                                      code_target, describe_code)
+
+    register_demo_task(DemoTask(
+        name="code", title="function from examples", config=code_config, config_type=CodeFunctionsConfig,
+        build=CodeFunctionsTask, reward=code_reward, target=code_target, describe=describe_code, alphabet=ALPHABET,
+        summary="write f(x) = a*x + b from f(0) and f(1), e.g. f(0)=37;f(1)=42; -> def f(x):return 5*x+37; "
+                "scored in the code sandbox on 4 hidden tests"))
+
+
+_register_code()
