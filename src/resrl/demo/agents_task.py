@@ -46,7 +46,7 @@ class AgentsDemoConfig:
     bc_lr: float = 3e-3
     bc_batch: int = 16
     # RL (resrl train, env.layout: step)
-    rounds: int = 15  # generation rounds = optimiser updates
+    rounds: int = 12  # generation rounds = optimiser updates (one per round)
     learning_rate: float = 2e-4
     rollout_prompts: int = 8  # games per round
     group_size: int = 4  # trajectories per game
