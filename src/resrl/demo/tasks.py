@@ -51,6 +51,7 @@ class DemoTask:
     target: Callable = chain_target
     describe: Callable = None  # (task_config) -> str; None: `describe_chain`
     alphabet: str = "0123456789+="
+    runner: Callable = None  # (argparse args) -> exit code: a task with its own pipeline (agents); None: run_demo
 
     def description(self, task_config) -> str:
         return (self.describe or describe_chain)(task_config)
@@ -208,3 +209,23 @@ def _register_code() -> None:
 
 
 _register_code()
+
+
+# -- agents: the step layout needs its own runner (resrl.demo.agents_task) ---------------------------
+
+def _agents_config(quick: bool = False):
+    from resrl.demo.agents_task import AgentsDemoConfig
+
+    return AgentsDemoConfig.quick() if quick else AgentsDemoConfig()
+
+
+def _agents_runner(args) -> int:
+    from resrl.demo.agents_task import run_from_args
+
+    return run_from_args(args)
+
+
+register_demo_task(DemoTask(
+    name="agents", title="corridor agent (step layout)", config=_agents_config, runner=_agents_runner,
+    summary="a corridor game played step by step (env.layout=step, EnvPool): walk to a room and open its door; "
+            "held-out (length, goal) tasks; algorithms grpo,gigpo,empg,resrl by default"))

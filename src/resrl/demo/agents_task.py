@@ -1,0 +1,416 @@
+"""`resrl demo --task agents`: the step-level agents demo on the corridor game (resrl.envs.toy).
+
+    resrl demo --task agents [--quick] [--seed S] [--algorithms grpo,gigpo,empg,resrl] [--seeds 0,1,2]
+
+1. games: corridors of 2..`max_length` rooms, the task "open the door of room g" (the agent starts in
+   room 0). Every (length, goal) pair is one task; the pairs are shuffled with the seed and split in two,
+   so the **held-out games are tasks no training game has** (not just other ids of the same tasks).
+   Several steps matter (walk g rooms, then open the door) and a wrong move is recoverable (walk back);
+2. a tiny character-level model (`resrl make-tiny-model`'s architecture) is warm-started by behaviour
+   cloning on the scripted expert's walkthroughs of the training games (a short budget, so it leaves room);
+3. every algorithm trains from that same warm start with step-level rollouts: `resrl train`'s
+   `run_training` with `env.layout: step`, environments in the real `EnvPool` workers;
+4. success on the held-out games, greedy (one episode per game) and sampled at the training temperature
+   (`eval_samples` episodes per game), for the warm start and each policy.
+
+Writes OUT/summary.json (per policy: `greedy`, `avg` = sampled success, `pass_at` {1, n}, the standard
+error over games; the same keys as the math demo, so `--seeds` aggregates it with resrl.demo.seeds),
+OUT/report.md and OUT/training_success.png (training success per round per algorithm).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+DEFAULT_ALGORITHMS = ("grpo", "gigpo", "empg", "resrl")
+SHARED_DEFAULT_ALGORITHMS = "grpo,w-reinforce,resrl"  # `resrl demo`'s --algorithms default (the math demo's)
+WARM = "warm start"
+
+
+@dataclass
+class AgentsDemoConfig:
+    out: str = "runs/demo-agents"
+    seed: int = 0
+    algorithms: tuple = DEFAULT_ALGORITHMS
+    max_length: int = 7  # corridors of 2..max_length rooms: 21 (length, goal) tasks
+    test_fraction: float = 0.4  # of the (length, goal) tasks, held out
+    train_games: int = 64  # training games (ids) drawn from the training tasks
+    # warm start: behaviour cloning on the expert's walkthroughs of the first `bc_games` training games
+    bc_games: int = 32
+    bc_steps: int = 150
+    bc_lr: float = 3e-3
+    bc_batch: int = 16
+    # RL (resrl train, env.layout: step)
+    rounds: int = 12  # generation rounds = optimiser updates (one per round)
+    learning_rate: float = 2e-4
+    rollout_prompts: int = 8  # games per round
+    group_size: int = 4  # trajectories per game
+    history_window: int = 1
+    max_steps: int = 10  # steps per episode
+    max_step_tokens: int = 32
+    temperature: float = 1.0
+    loss_agg: str = "token-mean"
+    overrides: tuple = ()  # further `resrl train` overrides (key=value), e.g. env.invalid_format_penalty=0
+    # evaluation on the held-out tasks
+    eval_samples: int = 8  # sampled episodes per held-out game
+    test_games_per_task: int = 2  # held-out games (ids) per held-out task
+    threads: int = 1
+    model: dict = field(default_factory=lambda: dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                                     num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                                                     max_position_embeddings=768))
+
+    @classmethod
+    def quick(cls, **kw) -> "AgentsDemoConfig":
+        """A smoke run of about a minute: few games, few steps, two algorithms' worth of rounds."""
+        base = dict(train_games=16, bc_games=16, bc_steps=40, rounds=2, eval_samples=2, test_games_per_task=1,
+                    max_steps=8)
+        base.update(kw)
+        return cls(**base)
+
+
+# -- games ------------------------------------------------------------------------------------------
+
+def split_tasks(max_length: int, test_fraction: float, seed: int) -> tuple[list, list]:
+    """(train, test) lists of (length, goal) tasks: disjoint, a pure function of the arguments."""
+    tasks = [(length, goal) for length in range(2, max_length + 1) for goal in range(1, length)]
+    random.Random(seed).shuffle(tasks)
+    n_test = max(1, round(len(tasks) * test_fraction))
+    return sorted(tasks[n_test:]), sorted(tasks[:n_test])
+
+
+def make_games(tasks, n: int, prefix: str, seed: int) -> list[str]:
+    """`n` game specs (JSON strings, resrl.envs.toy's format) cycling through `tasks` in a seeded order."""
+    order = list(tasks)
+    random.Random(seed).shuffle(order)
+    return [json.dumps({"game": f"{prefix}-{i}", "length": order[i % len(order)][0], "goal": order[i % len(order)][1]},
+                       sort_keys=True) for i in range(n)]
+
+
+def task_of(game: str) -> tuple[int, int]:
+    spec = json.loads(game)
+    return int(spec["length"]), int(spec["goal"])
+
+
+def games_for(cfg: AgentsDemoConfig) -> tuple[list[str], list[str]]:
+    train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
+    train = make_games(train_tasks, cfg.train_games, f"train{cfg.seed}", cfg.seed + 1)
+    test = make_games(test_tasks, len(test_tasks) * cfg.test_games_per_task, f"test{cfg.seed}", cfg.seed + 2)
+    return train, test
+
+
+# -- warm start -------------------------------------------------------------------------------------
+
+def expert_samples(games, history_window):
+    """(step prompt messages, expert reply) for every step of the expert's walkthrough of each game."""
+    from resrl.envs.toy import expert_action, make_toy_env
+
+    out = []
+    for g in games:
+        env = make_toy_env(g, history_window=history_window)
+        env.reset()
+        for _ in range(20):
+            act = expert_action(env)
+            out.append((env.step_prompt(), f"<action>{act}</action>"))
+            if env.step(f"<action>{act}</action>").done:
+                break
+    return out
+
+
+def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr=3e-3, batch=16, log=print):
+    """Supervised fine-tuning on the expert's replies (loss on the reply tokens only); returns the sample count."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    data = []
+    for messages, reply in expert_samples(games, history_window):
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
+        answer = tok(reply, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        data.append((prompt, answer))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    rng = random.Random(seed)
+    model.train()
+    for step in range(steps):
+        items = rng.sample(data, min(batch, len(data)))
+        L = max(len(p) + len(a) for p, a in items)
+        ids = torch.full((len(items), L), tok.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(items), L), -100, dtype=torch.long)
+        attn = torch.zeros((len(items), L), dtype=torch.long)
+        for b, (p, a) in enumerate(items):
+            seq = p + a
+            ids[b, :len(seq)] = torch.tensor(seq)
+            attn[b, :len(seq)] = 1
+            labels[b, len(p):len(seq)] = torch.tensor(a)
+        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 50 == 0 or step == steps - 1:
+            log(f"  BC step {step}: loss {loss.item():.3f}")
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return len(data)
+
+
+# -- evaluation -------------------------------------------------------------------------------------
+
+def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32):
+    """Success on `games` through the EnvPool: greedy (temperature 0, one episode each) or sampled
+    (`samples` episodes per game, seeded). Returns success (mean over episodes), its standard error over
+    games, pass@samples (a game counts when any of its episodes won), mean steps, invalid-format rate."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
+    from resrl.engines.steps import episode_stats, rollout_steps
+    from resrl.envs.pool import EnvPool
+    from resrl.envs.toy import make_toy_env
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    policy = HFStepPolicy(model, tok, temperature=temperature, seed=seed)
+    prompts = [g for g in games for _ in range(samples)]
+    groups = [i for i in range(len(games)) for _ in range(samples)]
+    with EnvPool(make_toy_env, num_workers=1, options={"history_window": history_window}) as pool:
+        _, episodes = rollout_steps(pool, prompts, groups, policy, ChatRenderer(tok),
+                                    eos_token_ids=policy.eos_token_ids, max_steps=max_steps,
+                                    max_step_tokens=max_step_tokens)
+    per_game = [[] for _ in games]
+    for e in episodes:
+        per_game[e.group].append(1.0 if e.won else 0.0)
+    means = [sum(w) / len(w) for w in per_game]
+    n = len(means)
+    mean = sum(means) / n
+    se = math.sqrt(sum((m - mean) ** 2 for m in means) / (n - 1) / n) if n > 1 else 0.0
+    s = episode_stats(episodes)
+    return {"success": mean, "se": se, "pass": sum(1.0 for w in per_game if max(w) > 0) / n,
+            "episodes": len(episodes), "steps": s["episode/steps"],
+            "invalid_format_rate": s["episode/invalid_format_rate"], "per_game": means}
+
+
+def evaluate_policy(model_dir, test_games, cfg: AgentsDemoConfig) -> dict:
+    """A policy's summary entry: greedy success, sampled success (`avg`), pass@1 / pass@n, and details."""
+    greedy = evaluate(model_dir, test_games, cfg.history_window, cfg.max_steps, max_step_tokens=cfg.max_step_tokens)
+    sampled = evaluate(model_dir, test_games, cfg.history_window, cfg.max_steps, seed=cfg.seed + 7,
+                       temperature=cfg.temperature, samples=cfg.eval_samples, max_step_tokens=cfg.max_step_tokens)
+    return {"greedy": greedy["success"], "avg": sampled["success"], "avg_se": sampled["se"],
+            "pass_at": {"1": sampled["success"], str(cfg.eval_samples): sampled["pass"]},
+            "episodes": sampled["episodes"], "steps": sampled["steps"],
+            "invalid_format_rate": sampled["invalid_format_rate"],
+            "greedy_invalid_format_rate": greedy["invalid_format_rate"], "per_game": sampled["per_game"]}
+
+
+# -- RL ---------------------------------------------------------------------------------------------
+
+def train_config(cfg: AgentsDemoConfig, algo: str, warm_dir, data_path, out_dir):
+    from resrl.train import load_config
+
+    return load_config(None, [
+        f"model.path={warm_dir}", f"data.train={data_path}", "reward.function=env",
+        "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", f"env.history_window={cfg.history_window}",
+        f"env.max_steps={cfg.max_steps}", f"env.max_step_tokens={cfg.max_step_tokens}", "env.num_workers=1",
+        f"train.output_dir={out_dir}", f"train.max_steps={cfg.rounds}", f"train.rollout_prompts={cfg.rollout_prompts}",
+        f"train.group_size={cfg.group_size}", f"train.learning_rate={cfg.learning_rate}",
+        f"train.temperature={cfg.temperature}", "train.max_prompt_length=700", f"train.seed={cfg.seed}",
+        f"loss.agg={cfg.loss_agg}", f"algorithm.name={algo}", "log.progress=false", "log.report_to=[none]",
+        *cfg.overrides])
+
+
+def rl_run(cfg: AgentsDemoConfig, algo: str, warm_dir, data_path, out_dir) -> dict:
+    """One algorithm's RL run from the warm start; returns its per-round training metrics."""
+    from resrl.train import run_training
+
+    t = time.perf_counter()
+    res = run_training(train_config(cfg, algo, warm_dir, data_path, out_dir))
+    keys = ("episode/success", "episode/invalid_format_rate", "episode/invalid_action_rate", "episode/steps")
+    rounds = [{k.split("/")[1]: m.get(k) for k in keys} for m in res.metrics if "episode/success" in m]
+    return {"rounds": rounds, "train_success": [r["success"] for r in rounds],
+            "rl_seconds": round(time.perf_counter() - t, 1)}
+
+
+# -- outputs ----------------------------------------------------------------------------------------
+
+def plot_training_success(runs: dict, path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for algo, r in runs.items():
+        x = list(range(1, len(r["rounds"]) + 1))
+        axes[0].plot(x, [v["success"] for v in r["rounds"]], marker="o", ms=3, label=algo)
+        axes[1].plot(x, [v["invalid_format_rate"] for v in r["rounds"]], marker="o", ms=3, label=algo)
+    axes[0].set(title="training success per round", xlabel="round (one update each)", ylabel="success", ylim=(0, 1))
+    axes[1].set(title="invalid-format rate per round", xlabel="round", ylabel="rate", ylim=(0, 1))
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def paired(results: dict, policy: str) -> dict:
+    """Per-game paired difference of sampled success against the warm start: mean and its standard error."""
+    a, b = results[policy]["per_game"], results[WARM]["per_game"]
+    d = [x - y for x, y in zip(a, b)]
+    n = len(d)
+    mean = sum(d) / n
+    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else 0.0
+    return {"mean": mean, "se": se, "low": mean - 1.96 * se, "high": mean + 1.96 * se}
+
+
+def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
+    res = summary["results"]
+    n = cfg.eval_samples
+    lines = [f"# Agents demo (corridor, step layout), seed {cfg.seed}", "",
+             f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that no "
+             f"training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} tasks. "
+             f"Warm start: {cfg.bc_steps} behaviour-cloning steps on {cfg.bc_games} games. RL: {cfg.rounds} rounds of "
+             f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, lr {cfg.learning_rate}, "
+             f"loss.agg {cfg.loss_agg}.", "",
+             f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
+             "invalid format | training success, first → last 3 rounds | RL s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for p, r in res.items():
+        diff = "—" if p == WARM else "{mean:+.3f} [{low:+.3f}, {high:+.3f}]".format(**r["paired_vs_warm_start"])
+        tr = "—"
+        if p in summary["training"]:
+            s = summary["training"][p]["train_success"]
+            k = max(1, min(3, len(s) // 2))
+            tr = f"{sum(s[:k]) / k:.2f} → {sum(s[-k:]) / k:.2f}"
+        secs = summary["training"].get(p, {}).get("rl_seconds", "—")
+        lines.append(f"| {p} | {r['greedy']:.3f} | {r['avg']:.3f} ± {r['avg_se']:.3f} | {r['pass_at'][str(n)]:.3f} | "
+                     f"{diff} | {r['invalid_format_rate']:.3f} | {tr} | {secs} |")
+    lines += ["", "Standard errors and intervals are over held-out games (each game's sampled success is one value; "
+              "the difference is paired per game with the warm start).", "",
+              "![training success](training_success.png)", ""]
+    (out / "report.md").write_text("\n".join(lines))
+
+
+# -- the demo ---------------------------------------------------------------------------------------
+
+def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=print) -> dict:
+    """Everything; returns the summary written to OUT/summary.json. `warm_dir`: reuse a saved warm start."""
+    import torch
+
+    from resrl.models.tiny import TinyModelConfig, build_tiny_model
+
+    torch.set_num_threads(cfg.threads)
+    out = Path(cfg.out)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    train_games, test_games = games_for(cfg)
+    train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
+    assert not {task_of(g) for g in train_games} & {task_of(g) for g in test_games}
+    data_path = out / "train_games.jsonl"
+    with open(data_path, "w") as f:
+        for g in train_games:
+            f.write(json.dumps({"problem": g, "answer": ""}) + "\n")
+    (out / "test_games.jsonl").write_text("".join(json.dumps({"problem": g}) + "\n" for g in test_games))
+    summary = {"task": "agents", "config": _jsonable(asdict(cfg)), "train_games": len(train_games),
+               "test_games": len(test_games), "train_tasks": train_tasks, "test_tasks": test_tasks,
+               "results": {}, "training": {}, "timings": {}}
+    if warm_dir is None:
+        base, warm_dir = out / "model-init", out / "model-bc"
+        build_tiny_model(base, TinyModelConfig(**cfg.model, seed=cfg.seed))
+        log(f"warm start: behaviour cloning ({cfg.bc_steps} steps) on the expert's walkthroughs of "
+            f"{cfg.bc_games} training games")
+        summary["bc_samples"] = behaviour_cloning(str(base), str(warm_dir), train_games[:cfg.bc_games],
+                                                  cfg.history_window, cfg.bc_steps, cfg.seed, cfg.bc_lr,
+                                                  cfg.bc_batch, log=log)
+    summary["timings"]["warm start"] = round(time.perf_counter() - t0, 1)
+    t = time.perf_counter()
+    summary["results"][WARM] = evaluate_policy(str(warm_dir), test_games, cfg)
+    summary["timings"]["evaluate warm start"] = round(time.perf_counter() - t, 1)
+    log(f"{WARM}: held-out greedy {summary['results'][WARM]['greedy']:.3f}, sampled "
+        f"{summary['results'][WARM]['avg']:.3f}")
+    for algo in cfg.algorithms:
+        run = rl_run(cfg, algo, warm_dir, data_path, out / algo.replace("/", "_"))
+        summary["training"][algo] = run
+        t = time.perf_counter()
+        r = evaluate_policy(str(out / algo.replace("/", "_") / "model"), test_games, cfg)
+        summary["timings"][f"evaluate {algo}"] = round(time.perf_counter() - t, 1)
+        summary["results"][algo] = {**r, "rl_seconds": run["rl_seconds"], "paired_vs_warm_start": paired(
+            {algo: r, WARM: summary["results"][WARM]}, algo)}
+        log(f"{algo}: held-out greedy {r['greedy']:.3f}, sampled {r['avg']:.3f} ± {r['avg_se']:.3f}; training "
+            f"success per round {['%.2f' % s for s in run['train_success']]} ({run['rl_seconds']} s)")
+    summary["timings"]["total"] = round(time.perf_counter() - t0, 1)
+    if summary["training"]:
+        plot_training_success(summary["training"], out / "training_success.png")
+    write_report(out, cfg, summary)
+    (out / "summary.json").write_text(json.dumps(_jsonable(summary), indent=1))
+    log((out / "report.md").read_text())
+    return summary
+
+
+def _jsonable(x):
+    if isinstance(x, dict):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    return x
+
+
+# -- `resrl demo --task agents` ---------------------------------------------------------------------
+
+def config_from_args(args) -> AgentsDemoConfig:
+    from resrl.errors import InputError
+
+    algorithms = args.algorithms
+    algorithms = DEFAULT_ALGORITHMS if algorithms in (None, SHARED_DEFAULT_ALGORITHMS) else tuple(
+        a.strip() for a in algorithms.split(",") if a.strip())
+    cfg = AgentsDemoConfig.quick() if args.quick else AgentsDemoConfig()
+    cfg = replace(cfg, out=args.out if args.out != "runs/demo" else "runs/demo-agents", seed=args.seed,
+                  algorithms=algorithms, threads=args.threads)
+    if args.rl_steps is not None:
+        if args.rl_steps < 1:
+            raise InputError(f"--rl-steps must be >= 1, got {args.rl_steps}")
+        cfg = replace(cfg, rounds=args.rl_steps)
+    if args.lr is not None:
+        if not args.lr > 0:
+            raise InputError(f"--lr must be > 0, got {args.lr}")
+        cfg = replace(cfg, learning_rate=args.lr)
+    if args.eval_samples is not None:
+        if args.eval_samples < 1:
+            raise InputError(f"--eval-samples must be >= 1, got {args.eval_samples}")
+        cfg = replace(cfg, eval_samples=args.eval_samples)
+    return cfg
+
+
+def run_from_args(args) -> int:
+    """The DemoTask runner: one seed, or `--seeds` (one process per seed, then resrl.demo.seeds' tables with
+    the differences paired against the warm start)."""
+    cfg = config_from_args(args)
+    if args.seeds is None:
+        run_agents_demo(cfg)
+        return 0
+    import os
+
+    from resrl.demo.seeds import parse_seeds, run_seeds, write_multiseed
+
+    seeds = parse_seeds(args.seeds)
+    demo_args = ["--task", "agents", "--algorithms", ",".join(cfg.algorithms)]
+    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
+        if value is not None:
+            demo_args += [flag, str(value)]
+    if args.quick:
+        demo_args.append("--quick")
+    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
+    summaries = run_seeds(cfg.out, seeds, demo_args, workers)
+    files = write_multiseed(cfg.out, summaries, baseline=WARM)
+    print(files[0].read_text())
+    print("wrote " + ", ".join(map(str, files)))
+    return 0
+
+
+__all__ = ["AgentsDemoConfig", "run_agents_demo", "run_from_args", "split_tasks", "games_for", "evaluate",
+           "behaviour_cloning", "DEFAULT_ALGORITHMS"]
