@@ -128,10 +128,11 @@ def _code_reward():
     global _REWARD
     with _REWARD_LOCK:
         if _REWARD is None:
-            from resrl.tasks.code.reward import CodeReward
+            from resrl.rewards.registry import load_reward_function
 
+            # the code family's CodeReward, through the registry (no family import outside resrl.tasks);
             # 1 s per test: the programs are one expression; a runaway one costs a second and a 0
-            _REWARD = CodeReward(timeout_s=1.0, num_workers=2)
+            _REWARD = load_reward_function("code", timeout_s=1.0, num_workers=2)
         return _REWARD
 
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from resrl.data.problem import Problem
-from resrl.tasks.tools.reward import ToolCallExactReward
+from resrl.rewards.registry import load_reward_function
 
 DATA_SOURCE = "tools"
 
@@ -179,7 +179,7 @@ def describe_tools(t: ToolCallsConfig) -> str:
 
 
 # the tool family's evaluation reward (BFCL's matcher), one instance for training and evaluation
-tool_reward = ToolCallExactReward()
+tool_reward = load_reward_function("tool_call_exact")  # the tool family's, through the registry (no family import here)
 
 
 def tools_config(quick: bool = False):
