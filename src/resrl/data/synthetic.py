@@ -106,38 +106,70 @@ def _chain_extra(problem: Problem, key: str):
                          "build it with resrl.data.synthetic.make_problem)") from None
 
 
-class ChainAdditionTask:
-    """Generator of chained-addition problems with a fixed held-out split."""
+class HeldOutSplitTask:
+    """A problem generator with a fixed held-out split and training streams that never meet it.
 
-    def __init__(self, config: ChainAdditionConfig | None = None) -> None:
-        self.config = config or ChainAdditionConfig()
-        rng = random.Random(f"resrl-chain-test-{self.config.seed}")
-        test: dict[tuple[int, ...], Problem] = {}
-        while len(test) < self.config.num_test:
-            terms = self._draw(rng)
-            test.setdefault(terms, make_problem(terms))
+    A subclass says how to draw one problem (`draw_problem(rng)`), what identifies a problem for
+    the split (`split_key(problem)`: two problems with the same key are the same problem, e.g. the
+    same terms, or the same call under another phrasing) and the name of its random streams
+    (`stream_prefix`). `config` needs `num_test` and `seed`. The held-out split is the first
+    `num_test` distinct keys drawn from the stream `<prefix>-test-<seed>` (the first problem drawn
+    for a key is kept); `train_problems(n, stream)` draws from `<prefix>-<stream>-<seed>` and skips
+    every held-out key.
+    """
+
+    stream_prefix: str
+
+    def __init__(self, config) -> None:
+        self.config = config
+        rng = random.Random(f"{self.stream_prefix}-test-{config.seed}")
+        test: dict = {}
+        while len(test) < config.num_test:
+            problem = self.draw_problem(rng)
+            test.setdefault(self.split_key(problem), problem)
         self.test: list[Problem] = list(test.values())
-        self._test_terms = set(test)
+        self._test_keys = set(test)
 
-    def _draw(self, rng: random.Random) -> tuple[int, ...]:
-        c = self.config
-        return tuple(rng.randint(c.min_value, c.max_value) for _ in range(c.num_terms))
+    def draw_problem(self, rng: random.Random) -> Problem:
+        raise NotImplementedError
+
+    def split_key(self, problem: Problem):
+        raise NotImplementedError
 
     def train_problems(self, n: int, stream: str | int = "train") -> list[Problem]:
         """`n` training problems (repeats allowed, held-out problems never), deterministic per
         (seed, stream): different streams give independent problem sets (e.g. "sft" and "rl")."""
         if n < 0:
             raise ValueError(f"train_problems: n must be >= 0, got {n}")
-        rng = random.Random(f"resrl-chain-{stream}-{self.config.seed}")
+        rng = random.Random(f"{self.stream_prefix}-{stream}-{self.config.seed}")
         out = []
         while len(out) < n:
-            terms = self._draw(rng)
-            if terms not in self._test_terms:
-                out.append(make_problem(terms))
+            problem = self.draw_problem(rng)
+            if self.split_key(problem) not in self._test_keys:
+                out.append(problem)
         return out
 
     def is_test(self, problem: Problem) -> bool:
-        return chain_terms(problem) in self._test_terms
+        return self.split_key(problem) in self._test_keys
+
+
+class ChainAdditionTask(HeldOutSplitTask):
+    """Generator of chained-addition problems with a fixed held-out split."""
+
+    stream_prefix = "resrl-chain"
+
+    def __init__(self, config: ChainAdditionConfig | None = None) -> None:
+        super().__init__(config or ChainAdditionConfig())
+
+    def _draw(self, rng: random.Random) -> tuple[int, ...]:
+        c = self.config
+        return tuple(rng.randint(c.min_value, c.max_value) for _ in range(c.num_terms))
+
+    def draw_problem(self, rng: random.Random) -> Problem:
+        return make_problem(self._draw(rng))
+
+    def split_key(self, problem: Problem) -> tuple[int, ...]:
+        return chain_terms(problem)
 
 
 def extract_answer(completion: str) -> int | None:
@@ -204,6 +236,6 @@ def write_jsonl(problems: Iterable[Problem], path: str | Path) -> Path:
 
 
 __all__ = [
-    "ChainAdditionConfig", "ChainAdditionTask", "Problem", "make_problem", "chain_terms", "chain_target",
+    "ChainAdditionConfig", "ChainAdditionTask", "HeldOutSplitTask", "Problem", "make_problem", "chain_terms", "chain_target",
     "extract_answer", "is_correct", "ChainReward", "chain_reward", "first_error_index", "write_jsonl",
 ]

@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass
 
 from resrl.data.problem import Problem
+from resrl.data.synthetic import HeldOutSplitTask
 
 HIDDEN_INPUTS = (2, 3, -2, 10)  # after the two shown ones (0 and 1)
 ALPHABET = "0123456789+-*=;:() defrtunx"  # every character of the prompts and the targets
@@ -85,37 +86,19 @@ def code_target(problem: Problem) -> str:
                          "with resrl.demo.code_task.make_code_problem)") from None
 
 
-class CodeFunctionsTask:
-    """Generator of function-from-examples problems with a fixed held-out split (the interface of
-    `resrl.data.synthetic.ChainAdditionTask`: `.test`, `.train_problems(n, stream)`)."""
+class CodeFunctionsTask(HeldOutSplitTask):
+    """Generator of function-from-examples problems with a fixed held-out split of functions."""
+
+    stream_prefix = "resrl-code"
 
     def __init__(self, config: CodeFunctionsConfig | None = None) -> None:
-        self.config = config or CodeFunctionsConfig()
-        rng = random.Random(f"resrl-code-test-{self.config.seed}")
-        test: dict[tuple[int, int], Problem] = {}
-        while len(test) < self.config.num_test:
-            key = self._draw(rng)
-            test.setdefault(key, make_code_problem(*key))
-        self.test: list[Problem] = list(test.values())
-        self._test_keys = set(test)
+        super().__init__(config or CodeFunctionsConfig())
 
-    def _draw(self, rng: random.Random) -> tuple[int, int]:
-        return rng.randint(1, self.config.max_a), rng.randint(0, self.config.max_b)
+    def draw_problem(self, rng: random.Random) -> Problem:
+        return make_code_problem(rng.randint(1, self.config.max_a), rng.randint(0, self.config.max_b))
 
-    def train_problems(self, n: int, stream: str | int = "train") -> list[Problem]:
-        """`n` training problems (repeats allowed, held-out ones never), deterministic per (seed, stream)."""
-        if n < 0:
-            raise ValueError(f"train_problems: n must be >= 0, got {n}")
-        rng = random.Random(f"resrl-code-{stream}-{self.config.seed}")
-        out = []
-        while len(out) < n:
-            key = self._draw(rng)
-            if key not in self._test_keys:
-                out.append(make_code_problem(*key))
-        return out
-
-    def is_test(self, problem: Problem) -> bool:
-        return (problem.extra.get("a"), problem.extra.get("b")) in self._test_keys
+    def split_key(self, problem: Problem) -> tuple:
+        return problem.extra.get("a"), problem.extra.get("b")
 
 
 # -- the reward: the code family's sandboxed reward, one per process ---------------------------------

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from resrl.data.problem import Problem
+from resrl.data.synthetic import HeldOutSplitTask
 from resrl.rewards.registry import load_reward_function
 
 DATA_SOURCE = "tools"
@@ -129,21 +130,16 @@ def tool_target(problem: Problem) -> str:
         raise ValueError(f"problem {problem.id!r} is not a tools-demo problem (no 'target' in extra)") from None
 
 
-class ToolCallsTask:
-    """Generator of tool-call requests with a fixed held-out split (distinct calls)."""
+class ToolCallsTask(HeldOutSplitTask):
+    """Generator of tool-call requests with a fixed held-out split of distinct calls: a held-out
+    call never reaches training under any phrasing (the split key is the call, not the request)."""
+
+    stream_prefix = "resrl-tools"
 
     def __init__(self, config: ToolCallsConfig | None = None) -> None:
-        self.config = config or ToolCallsConfig()
-        rng = random.Random(f"resrl-tools-test-{self.config.seed}")
-        test: dict[str, Problem] = {}
-        while len(test) < self.config.num_test:
-            p = self._draw(rng)
-            test.setdefault(tool_target(p), p)
-        self.test: list[Problem] = list(test.values())
-        self._test_calls = set(test)
+        super().__init__(config or ToolCallsConfig())
 
-    @staticmethod
-    def _draw(rng: random.Random) -> Problem:
+    def draw_problem(self, rng: random.Random) -> Problem:
         name = rng.choice(tuple(PHRASINGS))
         if name == "weather":
             args = {"city": rng.choice(words())}
@@ -156,21 +152,8 @@ class ToolCallsTask:
             args = {"n": rng.randint(1, 99), "fr": fr, "to": to}
         return make_problem(name, args, rng.randrange(len(PHRASINGS[name])))
 
-    def train_problems(self, n: int, stream: str | int = "train") -> list[Problem]:
-        """`n` training requests (repeats allowed, held-out calls never, under any phrasing),
-        deterministic per (seed, stream)."""
-        if n < 0:
-            raise ValueError(f"train_problems: n must be >= 0, got {n}")
-        rng = random.Random(f"resrl-tools-{stream}-{self.config.seed}")
-        out = []
-        while len(out) < n:
-            p = self._draw(rng)
-            if tool_target(p) not in self._test_calls:
-                out.append(p)
-        return out
-
-    def is_test(self, problem: Problem) -> bool:
-        return tool_target(problem) in self._test_calls
+    def split_key(self, problem: Problem) -> str:
+        return tool_target(problem)
 
 
 def describe_tools(t: ToolCallsConfig) -> str:
