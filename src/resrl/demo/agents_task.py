@@ -393,23 +393,9 @@ def run_from_args(args) -> int:
     if args.seeds is None:
         run_agents_demo(cfg)
         return 0
-    import os
+    from resrl.demo.seeds import parse_seeds, run_multiseed_demo
 
-    from resrl.demo.seeds import parse_seeds, run_seeds, write_multiseed
-
-    seeds = parse_seeds(args.seeds)
-    demo_args = ["--task", "agents", "--algorithms", ",".join(cfg.algorithms)]
-    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
-        if value is not None:
-            demo_args += [flag, str(value)]
-    if args.quick:
-        demo_args.append("--quick")
-    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
-    summaries = run_seeds(cfg.out, seeds, demo_args, workers)
-    files = write_multiseed(cfg.out, summaries, baseline=WARM)
-    print(files[0].read_text())
-    print("wrote " + ", ".join(map(str, files)))
-    return 0
+    return run_multiseed_demo(args, parse_seeds(args.seeds), "agents", ",".join(cfg.algorithms), cfg.out, baseline=WARM)
 
 
 __all__ = ["AgentsDemoConfig", "run_agents_demo", "run_from_args", "split_tasks", "games_for", "evaluate",

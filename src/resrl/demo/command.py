@@ -90,21 +90,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def run_multiseed(args: argparse.Namespace) -> int:
-    import os
-
-    from resrl.demo.seeds import parse_seeds, run_seeds, write_multiseed
+    from resrl.demo.seeds import parse_seeds, run_multiseed_demo
 
     seeds = parse_seeds(args.seeds)
     config_from_args(args)  # validate the shared options before starting any process
-    demo_args = ["--task", args.task, "--algorithms", args.algorithms]
-    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
-        if value is not None:
-            demo_args += [flag, str(value)]
-    if args.quick:
-        demo_args.append("--quick")
-    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
-    summaries = run_seeds(args.out, seeds, demo_args, workers)
-    files = write_multiseed(args.out, summaries, baseline="grpo")
-    print((files[0]).read_text())
-    print("wrote " + ", ".join(map(str, files)))
-    return 0
+    return run_multiseed_demo(args, seeds, args.task, args.algorithms, args.out, baseline="grpo")

@@ -58,6 +58,26 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     return {s: json.loads((seed_dir(out, s) / "summary.json").read_text()) for s in seeds}
 
 
+def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, out: str | Path, baseline: str) -> int:
+    """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`) with the task, the
+    algorithms and the shared overrides given on the command line (--rl-steps, --lr, --eval-samples,
+    --quick), then the tables and plot (`write_multiseed`, paired with the warm start and `baseline`)."""
+    import os
+
+    demo_args = ["--task", task, "--algorithms", algorithms]
+    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
+        if value is not None:
+            demo_args += [flag, str(value)]
+    if args.quick:
+        demo_args.append("--quick")
+    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
+    summaries = run_seeds(out, seeds, demo_args, workers)
+    files = write_multiseed(out, summaries, baseline=baseline)
+    print(files[0].read_text())
+    print("wrote " + ", ".join(map(str, files)))
+    return 0
+
+
 WARM_START = "warm start"  # the policy name of the warm start in a demo summary.json
 
 
@@ -114,5 +134,5 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
     return [out / "multiseed.md", out / "multiseed.json", out / "passk_seeds.png"]
 
 
-__all__ = ["metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences", "parse_seeds", "seed_dir",
+__all__ = ["run_multiseed_demo", "metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences", "parse_seeds", "seed_dir",
            "run_seeds", "write_multiseed"]
