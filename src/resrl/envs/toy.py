@@ -5,7 +5,13 @@ without ALFWorld: it implements the same interface and info keys as an agent env
 (`step_prompt`, `anchor`, `invalid_action`, `invalid_format`, `won`, `task_type`).
 
 A game (one JSON string, the row's "prompt"): {"game": id, "length": L, "goal": g}. The agent
-starts in room 0 of a corridor of L rooms and must reach room g and `open door` there:
+starts in room 0 of a corridor of L rooms and must reach room g and `open door` there. With coloured
+doors, {..., "colour": "red", "decoys": {"blue": 1}}, the task is "open the red door" (the door of
+room g), room 1 holds a blue door, and every observation says where each coloured door is from here
+("The blue door is here. The red door is to the right."): the agent has to match the task's colour
+against the observation's, which is what `resrl demo --task agents` trains. Opening a decoy ends the
+episode lost (so a colour-blind policy that opens every door it meets wins only when the goal comes
+first); walking past a door, or opening where there is no coloured door, is recoverable:
 
     actions    go left | go right | open door       (one per step, as <action>...</action>)
     reward     1 on the winning step, 0 otherwise
@@ -59,7 +65,16 @@ def _spec(prompt) -> dict:
     length, goal = int(spec["length"]), int(spec["goal"])
     if not 0 < goal < length:
         raise ValueError(f"toy game {spec!r}: goal must be in [1, length)")
-    return {"game": str(spec.get("game", "")), "length": length, "goal": goal}
+    out = {"game": str(spec.get("game", "")), "length": length, "goal": goal, "doors": {}}
+    if spec.get("colour") is not None:
+        colour, decoys = spec["colour"], dict(spec.get("decoys") or {})
+        doors = {colour: goal, **decoys}
+        if not all(isinstance(c, str) and c.isalpha() for c in doors) or colour in decoys:
+            raise ValueError(f"toy game {spec!r}: colours must be distinct words")
+        if not all(isinstance(r, int) and 0 <= r < length and (r != goal or c == colour) for c, r in doors.items()):
+            raise ValueError(f"toy game {spec!r}: a decoy's room must be in [0, length) and not the goal's")
+        out.update(colour=colour, doors=dict(sorted(doors.items())))
+    return out
 
 
 class CorridorEnv(Environment):
@@ -74,14 +89,19 @@ class CorridorEnv(Environment):
         self.reset()
 
     def _observation(self) -> str:
-        return f"You are in room {self.pos} of a corridor of {self.spec['length']} rooms."
+        text = f"You are in room {self.pos} of a corridor of {self.spec['length']} rooms."
+        for colour, room in self.spec["doors"].items():  # a compass per coloured door, in colour order
+            text += f" The {colour} door is " + ("here." if room == self.pos else
+                                                  "to the right." if room > self.pos else "to the left.")
+        return text
 
     def reset(self, prompt=None) -> list[dict]:
         if prompt is not None:
             self.spec = _spec(prompt)
         self.pos, self.steps, self.won = 0, 0, False
         self.history: list[tuple[str, str]] = []  # (observation, action) of past steps
-        self.task = f"open the door of room {self.spec['goal']}"
+        self.task = (f"open the {self.spec['colour']} door" if self.spec["doors"]
+                     else f"open the door of room {self.spec['goal']}")
         return self.step_prompt()
 
     def admissible(self) -> list[str]:
@@ -125,6 +145,9 @@ class CorridorEnv(Environment):
         elif self.pos == self.spec["goal"]:
             self.won, done, reward = True, True, 1.0
             answer = "The door opens. You win."
+        elif self.pos in self.spec["doors"].values():  # a decoy: the wrong colour ends the game
+            done = True
+            answer = "This is the wrong door. You lose."
         else:
             answer = "The door here is locked."
         self.steps += 1
