@@ -41,3 +41,136 @@ def test_quick_agents_demo_end_to_end(tmp_path):
     assert train and test and not train & test
     assert {tuple(t) for t in summary["test_tasks"]} == test
     assert (out / "report.md").is_file() and (out / "training_success.png").stat().st_size > 0
+
+
+# -- coloured doors (resrl.envs.toy): what the demo's games ask, and what a shortcut earns --------------
+
+def _play(game: str, policy, max_steps: int = 10) -> bool:
+    """Run `policy(env) -> action` on one game; True when it wins within `max_steps`."""
+    from resrl.envs.toy import make_toy_env
+
+    env = make_toy_env(game, history_window=0)
+    for _ in range(max_steps):
+        result = env.step(f"<action>{policy(env)}</action>")
+        if result.done:
+            return env.won
+    return False
+
+
+def _demo_games(seed: int) -> list[str]:
+    train, test = games_for(AgentsDemoConfig(seed=seed))
+    return train + test
+
+
+def test_coloured_doors_observation_says_where_each_door_is_and_a_decoy_loses():
+    from resrl.envs.toy import make_toy_env
+
+    game = json.dumps({"game": "g", "length": 5, "goal": 3, "colour": "red", "decoys": {"blue": 1}})
+    env = make_toy_env(game, history_window=0)
+    text = env.step_prompt()[0]["content"]
+    assert "Your task is to: open the red door." in text
+    assert "The blue door is to the right. The red door is to the right." in text
+    assert not env.step("<action>open door</action>").done  # no coloured door in room 0: recoverable
+    env.step("<action>go right</action>")
+    assert "The blue door is here. The red door is to the right." in env.step_prompt()[0]["content"]
+    assert env.anchor() == ("You are in room 1 of a corridor of 5 rooms. The blue door is here. "
+                            "The red door is to the right.")
+    lost = env.step("<action>open door</action>")
+    assert lost.done and lost.reward == 0.0 and not env.won and lost.info["won"] is False
+    env.reset()
+    for action in ("go right", "go right", "go right", "go left", "go right"):  # past the goal and back
+        assert not env.step(f"<action>{action}</action>").done
+    assert "The red door is here." in env.step_prompt()[0]["content"]
+    won = env.step("<action>open door</action>")
+    assert won.done and won.reward == 1.0 and env.won
+
+
+def test_games_without_colours_read_as_before():
+    from resrl.envs.toy import make_toy_env
+
+    env = make_toy_env(json.dumps({"game": "g", "length": 4, "goal": 2}), history_window=1)
+    assert env.step_prompt()[0]["content"] == (
+        "Your task is to: open the door of room 2.\nYou have taken 0 step(s).\n"
+        "Now: You are in room 0 of a corridor of 4 rooms.\nAdmissible actions: go right, open door.\n"
+        "Answer with <action>your action</action>.")
+    assert env.step("<action>open door</action>").info.get("won") is None  # locked, not lost
+    # the demo's game lists without colours are the earlier generator's, to the byte
+    import random
+
+    train, _ = split_tasks(7, 0.4, 0)
+    order = list(train)
+    random.Random(5).shuffle(order)
+    from resrl.demo.agents_task import make_games
+
+    assert make_games(train, 20, "p", 5) == [json.dumps({"game": f"p-{i}", "length": order[i % len(order)][0],
+                                                          "goal": order[i % len(order)][1]}, sort_keys=True)
+                                              for i in range(20)]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"colour": "red", "decoys": {"red": 1}}, "distinct words"),
+    ({"colour": "red", "decoys": {"blue": 3}}, "not the goal's"),
+    ({"colour": "red", "decoys": {"blue": 9}}, "not the goal's"),
+    ({"colour": "r3d", "decoys": {"blue": 1}}, "distinct words"),
+])
+def test_bad_coloured_door_specs_name_the_problem(spec, message):
+    from resrl.envs.toy import make_toy_env
+
+    with pytest.raises(ValueError, match=message):
+        make_toy_env(json.dumps({"game": "g", "length": 5, "goal": 3, **spec}))
+
+
+def test_demo_games_each_have_a_decoy_of_another_colour_and_the_expert_wins_them_all():
+    from resrl.envs.toy import expert_action
+
+    for seed in (0, 1, 2):
+        games = _demo_games(seed)
+        for g in games:
+            spec = json.loads(g)
+            (decoy, room), = spec["decoys"].items()
+            assert decoy != spec["colour"] and room != spec["goal"] and 0 <= room < spec["length"]
+        assert all(_play(g, expert_action) for g in games)
+
+
+def test_shortcuts_that_ignore_the_colour_lose_where_the_colour_matters():
+    """The cheapest policies a colour-blind agent could learn: each wins only games the colour does not
+    decide, so none reaches what matching the colour gets (the expert: every game)."""
+    games = [g for seed in (0, 1, 2) for g in _demo_games(seed)]
+
+    def door_here(env):
+        return any(room == env.pos for room in env.spec["doors"].values())
+
+    shortcuts = {
+        "always open": lambda env: "open door",
+        "walk to the end, open": lambda env: "go right" if env.pos < env.spec["length"] - 1 else "open door",
+        "open every coloured door met": lambda env: "open door" if door_here(env) else "go right",
+        "alternate open / right": lambda env: "open door" if env.steps % 2 else "go right",
+    }
+    goal_first = sum(json.loads(g)["goal"] < next(iter(json.loads(g)["decoys"].values())) for g in games) / len(games)
+    rates = {name: sum(_play(g, p) for g in games) / len(games) for name, p in shortcuts.items()}
+    assert rates["always open"] == 0.0
+    assert rates["open every coloured door met"] == pytest.approx(goal_first)  # wins exactly when the goal is first
+    assert max(rates.values()) <= 0.75, rates
+
+
+def test_behaviour_cloning_stops_at_the_first_check_that_says_so(tmp_path):
+    from resrl.demo.agents_task import behaviour_cloning
+    from resrl.models.tiny import TinyModelConfig, build_tiny_model
+
+    cfg = AgentsDemoConfig(seed=0)
+    base = tmp_path / "init"
+    build_tiny_model(base, TinyModelConfig(**cfg.model, seed=0))
+    games, _ = games_for(cfg)
+    seen = []
+
+    def stop(model, tok):
+        assert not model.training  # checked in eval mode, trained on afterwards
+        seen.append(len(seen))
+        return len(seen) == 2, 0.1 * len(seen)
+
+    out = behaviour_cloning(str(base), str(tmp_path / "a"), games[:2], 0, 40, 0, stop=stop, check_every=5,
+                            min_steps=10, log=lambda *_: None)
+    assert out["steps"] == 15 and out["checks"] == [(10, 0.1), (15, 0.2)]  # first check at step 10, stop at the 2nd
+    out = behaviour_cloning(str(base), str(tmp_path / "b"), games[:2], 0, 12, 0, log=lambda *_: None)
+    assert out["steps"] == 12 and out["checks"] == [] and out["samples"] > 0
+    assert (tmp_path / "a" / "config.json").is_file() and (tmp_path / "b" / "config.json").is_file()

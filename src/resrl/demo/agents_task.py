@@ -2,10 +2,12 @@
 
     resrl demo --task agents [--quick] [--seed S] [--algorithms grpo,gigpo,empg,resrl] [--seeds 0,1,2]
 
-1. games: corridors of 2..`max_length` rooms, the task "open the door of room g" (the agent starts in
-   room 0). Every (length, goal) pair is one task; the pairs are shuffled with the seed and split in two,
-   so the **held-out games are tasks no training game has** (not just other ids of the same tasks).
-   Several steps matter (walk g rooms, then open the door) and a wrong move is recoverable (walk back);
+1. games: corridors of 2..`max_length` rooms; the task "open the red door": the goal's door has one colour and
+   a decoy door in another room another (drawn per game from `colours`), and every observation says where each
+   coloured door is from here, so the agent has to match the task's colour against the observation's (the
+   decoy stays locked). Every (length, goal) pair is one task; the pairs are shuffled with the seed and split
+   in two, so the **held-out games are tasks no training game has** (not just other ids of the same tasks).
+   Several steps matter (walk to the door, open it) and a wrong move is recoverable (walk on or back);
 2. a tiny character-level model (`resrl make-tiny-model`'s architecture) is warm-started by behaviour
    cloning on the scripted expert's walkthroughs of the training games (a short budget, so it leaves room);
 3. every algorithm trains from that same warm start with step-level rollouts: `resrl train`'s
@@ -40,17 +42,28 @@ class AgentsDemoConfig:
     max_length: int = 7  # corridors of 2..max_length rooms: 21 (length, goal) tasks
     test_fraction: float = 0.4  # of the (length, goal) tasks, held out
     train_games: int = 64  # training games (ids) drawn from the training tasks
+    # coloured doors (resrl.envs.toy): the goal's and a decoy's colour drawn per game. Without them the task is
+    # "open the door of room g", which the tiny model does not learn to read on unseen (length, goal) tasks:
+    # behaviour cloning to a loss of 0.000 on 64 games still walked a fixed number of rooms on them
+    colours: tuple = ("red", "blue", "green")
     # warm start: behaviour cloning on the expert's walkthroughs of the first `bc_games` training games
     bc_games: int = 32
-    bc_steps: int = 150
+    bc_steps: int = 400  # at most; it stops earlier at `bc_target`
+    # stop behaviour cloning once sampled success (4 episodes per game at the RL temperature) on `bc_dev_games`
+    # other training games reaches this (checked every 10 steps from step 50), as the math demo's warm start
+    # stops at a target accuracy: every seed starts RL from a policy of about the same skill, with room
+    bc_target: float | None = 0.3
+    bc_dev_games: int = 16
     bc_lr: float = 3e-3
     bc_batch: int = 16
     # RL (resrl train, env.layout: step)
-    rounds: int = 12  # generation rounds = optimiser updates (one per round)
-    learning_rate: float = 2e-4
+    rounds: int = 20  # generation rounds
+    updates_per_round: int = 4  # optimiser updates per round (train.update_prompts = rollout_prompts / this)
+    warmup_rounds: int = 5  # linear learning-rate warm-up over these rounds (Adam's first steps are lr-sized)
+    learning_rate: float = 5e-4
     rollout_prompts: int = 8  # games per round
     group_size: int = 4  # trajectories per game
-    history_window: int = 1
+    history_window: int = 0  # the observation holds the whole state; a history only invites copying
     max_steps: int = 10  # steps per episode
     max_step_tokens: int = 32
     temperature: float = 1.0
@@ -64,11 +77,18 @@ class AgentsDemoConfig:
                                                      num_key_value_heads=2, head_dim=16, intermediate_size=128,
                                                      max_position_embeddings=768))
 
+    def __post_init__(self) -> None:
+        if self.updates_per_round < 1 or self.rollout_prompts % self.updates_per_round:
+            raise ValueError(f"AgentsDemoConfig.updates_per_round must divide rollout_prompts ({self.rollout_prompts}), "
+                             f"got {self.updates_per_round!r}")
+        if self.colours and (len(set(self.colours)) < 2 or not all(str(c).isalpha() for c in self.colours)):
+            raise ValueError(f"AgentsDemoConfig.colours must be empty or two or more distinct words, got {self.colours!r}")
+
     @classmethod
     def quick(cls, **kw) -> "AgentsDemoConfig":
         """A smoke run of about a minute: few games, few steps, two algorithms' worth of rounds."""
-        base = dict(train_games=16, bc_games=16, bc_steps=40, rounds=2, eval_samples=2, test_games_per_task=1,
-                    max_steps=8)
+        base = dict(train_games=16, bc_games=16, bc_steps=40, bc_target=None, rounds=2, warmup_rounds=1, eval_samples=2,
+                    test_games_per_task=1, max_steps=8)
         base.update(kw)
         return cls(**base)
 
@@ -83,12 +103,25 @@ def split_tasks(max_length: int, test_fraction: float, seed: int) -> tuple[list,
     return sorted(tasks[n_test:]), sorted(tasks[:n_test])
 
 
-def make_games(tasks, n: int, prefix: str, seed: int) -> list[str]:
-    """`n` game specs (JSON strings, resrl.envs.toy's format) cycling through `tasks` in a seeded order."""
+def make_games(tasks, n: int, prefix: str, seed: int, colours: tuple = ()) -> list[str]:
+    """`n` game specs (JSON strings, resrl.envs.toy's format) cycling through `tasks` in a seeded order.
+    With `colours` (two or more), the goal's door gets one of them and a decoy door another, in another room
+    (all drawn per game)."""
+    rng = random.Random(seed)
     order = list(tasks)
-    random.Random(seed).shuffle(order)
-    return [json.dumps({"game": f"{prefix}-{i}", "length": order[i % len(order)][0], "goal": order[i % len(order)][1]},
-                       sort_keys=True) for i in range(n)]
+    rng.shuffle(order)
+    games = []
+    for i in range(n):
+        length, goal = order[i % len(order)]
+        spec = {"game": f"{prefix}-{i}", "length": length, "goal": goal}
+        if colours:
+            colour, decoy = rng.sample(list(colours), 2)
+            # not in room 0 where there is another room for it: a policy that never opens the first door would
+            # get that decoy for free (in 2-room corridors room 0 is the only other room)
+            rooms = [r for r in range(1, length) if r != goal] or [0]
+            spec.update(colour=colour, decoys={decoy: rng.choice(rooms)})
+        games.append(json.dumps(spec, sort_keys=True))
+    return games
 
 
 def task_of(game: str) -> tuple[int, int]:
@@ -98,8 +131,9 @@ def task_of(game: str) -> tuple[int, int]:
 
 def games_for(cfg: AgentsDemoConfig) -> tuple[list[str], list[str]]:
     train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
-    train = make_games(train_tasks, cfg.train_games, f"train{cfg.seed}", cfg.seed + 1)
-    test = make_games(test_tasks, len(test_tasks) * cfg.test_games_per_task, f"test{cfg.seed}", cfg.seed + 2)
+    train = make_games(train_tasks, cfg.train_games, f"train{cfg.seed}", cfg.seed + 1, cfg.colours)
+    test = make_games(test_tasks, len(test_tasks) * cfg.test_games_per_task, f"test{cfg.seed}", cfg.seed + 2,
+                      cfg.colours)
     return train, test
 
 
@@ -121,8 +155,12 @@ def expert_samples(games, history_window):
     return out
 
 
-def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr=3e-3, batch=16, log=print):
-    """Supervised fine-tuning on the expert's replies (loss on the reply tokens only); returns the sample count."""
+def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr=3e-3, batch=16, log=print,
+                      stop=None, check_every: int = 10, min_steps: int = 0) -> dict:
+    """Supervised fine-tuning on the expert's replies (loss on the reply tokens only), at most `steps` steps.
+    `stop(model, tokenizer) -> (bool, float)`, asked every `check_every` steps from `min_steps` on, ends it
+    early (the math demo's warm start stops at a target accuracy the same way, so RL has room).
+    Returns {"samples", "steps", "checks": [(step, value), ...]}."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -138,6 +176,7 @@ def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = random.Random(seed)
     model.train()
+    checks = []
     for step in range(steps):
         items = rng.sample(data, min(batch, len(data)))
         L = max(len(p) + len(a) for p, a in items)
@@ -155,9 +194,17 @@ def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr
         opt.step()
         if step % 50 == 0 or step == steps - 1:
             log(f"  BC step {step}: loss {loss.item():.3f}")
+        if stop is not None and step + 1 >= min_steps and (step + 1) % check_every == 0:
+            model.eval()
+            done, value = stop(model, tok)
+            model.train()
+            checks.append((step + 1, value))
+            if done:
+                log(f"  BC stopped after {step + 1} steps: check {value:.3f}")
+                break
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
-    return len(data)
+    return {"samples": len(data), "steps": step + 1, "checks": checks}
 
 
 # -- evaluation -------------------------------------------------------------------------------------
@@ -175,6 +222,16 @@ def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+    return play(model, tok, games, history_window, max_steps, seed, temperature, samples, max_step_tokens)
+
+
+def play(model, tok, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32):
+    """`evaluate` on a loaded model."""
+    from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
+    from resrl.engines.steps import episode_stats, rollout_steps
+    from resrl.envs.pool import EnvPool
+    from resrl.envs.toy import make_toy_env
+
     policy = HFStepPolicy(model, tok, temperature=temperature, seed=seed)
     prompts = [g for g in games for _ in range(samples)]
     groups = [i for i in range(len(games)) for _ in range(samples)]
@@ -216,7 +273,9 @@ def train_config(cfg: AgentsDemoConfig, algo: str, warm_dir, data_path, out_dir)
         f"model.path={warm_dir}", f"data.train={data_path}", "reward.function=env",
         "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", f"env.history_window={cfg.history_window}",
         f"env.max_steps={cfg.max_steps}", f"env.max_step_tokens={cfg.max_step_tokens}", "env.num_workers=1",
-        f"train.output_dir={out_dir}", f"train.max_steps={cfg.rounds}", f"train.rollout_prompts={cfg.rollout_prompts}",
+        f"train.output_dir={out_dir}", f"train.max_steps={cfg.rounds * cfg.updates_per_round}",
+        f"train.rollout_prompts={cfg.rollout_prompts}", f"train.update_prompts={cfg.rollout_prompts // cfg.updates_per_round}",
+        f"train.warmup_steps={cfg.warmup_rounds * cfg.updates_per_round}",
         f"train.group_size={cfg.group_size}", f"train.learning_rate={cfg.learning_rate}",
         f"train.temperature={cfg.temperature}", "train.max_prompt_length=700", f"train.seed={cfg.seed}",
         f"loss.agg={cfg.loss_agg}", f"algorithm.name={algo}", "log.progress=false", "log.report_to=[none]",
@@ -248,7 +307,7 @@ def plot_training_success(runs: dict, path) -> None:
         x = list(range(1, len(r["rounds"]) + 1))
         axes[0].plot(x, [v["success"] for v in r["rounds"]], marker="o", ms=3, label=algo)
         axes[1].plot(x, [v["invalid_format_rate"] for v in r["rounds"]], marker="o", ms=3, label=algo)
-    axes[0].set(title="training success per round", xlabel="round (one update each)", ylabel="success", ylim=(0, 1))
+    axes[0].set(title="training success per round", xlabel="generation round", ylabel="success", ylim=(0, 1))
     axes[1].set(title="invalid-format rate per round", xlabel="round", ylabel="rate", ylim=(0, 1))
     for ax in axes:
         ax.grid(alpha=0.3)
@@ -274,9 +333,9 @@ def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
     lines = [f"# Agents demo (corridor, step layout), seed {cfg.seed}", "",
              f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that no "
              f"training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} tasks. "
-             f"Warm start: {cfg.bc_steps} behaviour-cloning steps on {cfg.bc_games} games. RL: {cfg.rounds} rounds of "
-             f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, lr {cfg.learning_rate}, "
-             f"loss.agg {cfg.loss_agg}.", "",
+             f"Warm start: {summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on {cfg.bc_games} games. RL: {cfg.rounds} rounds of "
+             f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, {cfg.updates_per_round} updates per round, "
+             f"lr {cfg.learning_rate} (linear warm-up over {cfg.warmup_rounds} rounds), loss.agg {cfg.loss_agg}.", "",
              f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
              "invalid format | training success, first → last 3 rounds | RL s |",
              "|---|---|---|---|---|---|---|---|"]
@@ -322,11 +381,19 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
     if warm_dir is None:
         base, warm_dir = out / "model-init", out / "model-bc"
         build_tiny_model(base, TinyModelConfig(**cfg.model, seed=cfg.seed))
-        log(f"warm start: behaviour cloning ({cfg.bc_steps} steps) on the expert's walkthroughs of "
-            f"{cfg.bc_games} training games")
-        summary["bc_samples"] = behaviour_cloning(str(base), str(warm_dir), train_games[:cfg.bc_games],
-                                                  cfg.history_window, cfg.bc_steps, cfg.seed, cfg.bc_lr,
-                                                  cfg.bc_batch, log=log)
+        dev = train_games[cfg.bc_games:cfg.bc_games + cfg.bc_dev_games]
+        stop = None
+        if cfg.bc_target is not None and dev:
+            def stop(model, tok):  # sampled as RL samples (temperature, full softmax), 4 episodes per game
+                s = play(model, tok, dev, cfg.history_window, cfg.max_steps, seed=cfg.seed + 11,
+                         temperature=cfg.temperature, samples=4, max_step_tokens=cfg.max_step_tokens)
+                return s["success"] >= cfg.bc_target, s["success"]
+        log(f"warm start: behaviour cloning (at most {cfg.bc_steps} steps) on the expert's walkthroughs of "
+            f"{cfg.bc_games} training games" + (f", until sampled success on {len(dev)} other training games "
+                                                 f"reaches {cfg.bc_target}" if stop else ""))
+        bc = behaviour_cloning(str(base), str(warm_dir), train_games[:cfg.bc_games], cfg.history_window,
+                               cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=log, stop=stop, min_steps=50)
+        summary["bc_samples"], summary["bc_steps"], summary["bc_checks"] = bc["samples"], bc["steps"], bc["checks"]
     summary["timings"]["warm start"] = round(time.perf_counter() - t0, 1)
     t = time.perf_counter()
     summary["results"][WARM] = evaluate_policy(str(warm_dir), test_games, cfg)
@@ -398,5 +465,5 @@ def run_from_args(args) -> int:
     return run_multiseed_demo(args, parse_seeds(args.seeds), "agents", ",".join(cfg.algorithms), cfg.out, baseline=WARM)
 
 
-__all__ = ["AgentsDemoConfig", "run_agents_demo", "run_from_args", "split_tasks", "games_for", "evaluate",
+__all__ = ["AgentsDemoConfig", "run_agents_demo", "run_from_args", "split_tasks", "games_for", "evaluate", "play",
            "behaviour_cloning", "DEFAULT_ALGORITHMS"]
