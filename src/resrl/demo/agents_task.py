@@ -4,12 +4,13 @@
 
 1. games: corridors of 2..`max_length` rooms; the task "open the red door": the goal's door has one colour and
    a decoy door in another room another (drawn per game from `colours`), and every observation says where each
-   coloured door is from here, so the agent has to match the task's colour against the observation's (the
-   decoy stays locked). Every (length, goal) pair is one task; the pairs are shuffled with the seed and split
+   coloured door is from here, so the agent has to match the task's colour against the observation's
+   (opening the decoy loses). Every (length, goal) pair is one task; the pairs are shuffled with the seed and split
    in two, so the **held-out games are tasks no training game has** (not just other ids of the same tasks).
    Several steps matter (walk to the door, open it) and a wrong move is recoverable (walk on or back);
 2. a tiny character-level model (`resrl make-tiny-model`'s architecture) is warm-started by behaviour
-   cloning on the scripted expert's walkthroughs of the training games (a short budget, so it leaves room);
+   cloning on the scripted expert's walkthroughs of training games, stopped once its sampled success on other
+   training games reaches `bc_target` (so it leaves room, and every seed starts from about the same skill);
 3. every algorithm trains from that same warm start with step-level rollouts: `resrl train`'s
    `run_training` with `env.layout: step`, environments in the real `EnvPool` workers;
 4. success on the held-out games, greedy (one episode per game) and sampled at the training temperature
@@ -176,7 +177,7 @@ def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = random.Random(seed)
     model.train()
-    checks = []
+    checks, step = [], -1
     for step in range(steps):
         items = rng.sample(data, min(batch, len(data)))
         L = max(len(p) + len(a) for p, a in items)
