@@ -30,9 +30,11 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from resrl.demo.seeds import WARM_START
+
 DEFAULT_ALGORITHMS = ("grpo", "gigpo", "empg", "resrl")
 SHARED_DEFAULT_ALGORITHMS = "grpo,w-reinforce,resrl"  # `resrl demo`'s --algorithms default (the math demo's)
-WARM = "warm start"
+WARM = WARM_START  # the warm start's policy name in summary.json, as resrl demo --seeds reads it
 
 
 @dataclass
@@ -215,11 +217,6 @@ def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.
     (`samples` episodes per game, seeded). Returns success (mean over episodes), its standard error over
     games, pass@samples (a game counts when any of its episodes won), mean steps, invalid-format rate."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
-    from resrl.engines.steps import episode_stats, rollout_steps
-    from resrl.envs.pool import EnvPool
-    from resrl.envs.toy import make_toy_env
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
