@@ -89,7 +89,12 @@ class CorridorEnv(Environment):
         self.reset()
 
     def _observation(self) -> str:
-        text = f"You are in room {self.pos} of a corridor of {self.spec['length']} rooms."
+        if not self.spec["doors"]:
+            return f"You are in room {self.pos} of a corridor of {self.spec['length']} rooms."
+        # coloured doors: the compass is all the agent sees. The room number and the corridor's length
+        # would name the (length, goal) task, and RL on a few training tasks then memorises each task's
+        # goal room instead of reading the colour (training success rose while held-out tasks fell)
+        text = "You are in a corridor."
         for colour, room in self.spec["doors"].items():  # a compass per coloured door, in colour order
             text += f" The {colour} door is " + ("here." if room == self.pos else
                                                   "to the right." if room > self.pos else "to the left.")
@@ -126,7 +131,9 @@ class CorridorEnv(Environment):
         return [{"role": "user", "content": "\n".join(lines)}]
 
     def anchor(self) -> str:
-        return self._observation()
+        # the environment state (GiGPO's step groups): with coloured doors the observation omits the
+        # room, and two rooms that read alike are still different states
+        return self._observation() if not self.spec["doors"] else f"room {self.pos}: {self._observation()}"
 
     def step(self, model_text: str) -> StepResult:
         obs_before = self._observation()
