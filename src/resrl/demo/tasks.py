@@ -227,5 +227,5 @@ def _agents_runner(args) -> int:
 
 register_demo_task(DemoTask(
     name="agents", title="corridor agent (step layout)", config=_agents_config, runner=_agents_runner,
-    summary="a corridor game played step by step (env.layout=step, EnvPool): walk to a room and open its door; "
+    summary="a corridor game played step by step (env.layout=step, EnvPool): walk to the door of the task's colour and open it, not the decoy; "
             "held-out (length, goal) tasks; algorithms grpo,gigpo,empg,resrl by default"))
