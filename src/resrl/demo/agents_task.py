@@ -361,9 +361,10 @@ def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
 def train_and_evaluate(cfg: AgentsDemoConfig, algo: str, warm_dir: str, data_path: str, out: Path,
                        test_games: list) -> tuple[dict, dict, float]:
     """One algorithm: its RL run from the warm start, then its held-out evaluation -> (run, result, eval s)."""
-    run = rl_run(cfg, algo, warm_dir, data_path, out / algo.replace("/", "_"))
+    run_dir = out / algo.replace("/", "_")
+    run = rl_run(cfg, algo, warm_dir, data_path, run_dir)
     t = time.perf_counter()
-    r = evaluate_policy(str(out / algo.replace("/", "_") / "model"), test_games, cfg)
+    r = evaluate_policy(str(run_dir / "model"), test_games, cfg)
     return run, r, round(time.perf_counter() - t, 1)
 
 
@@ -518,15 +519,12 @@ def config_from_args(args) -> AgentsDemoConfig:
     return cfg
 
 
-def default_workers(cfg: AgentsDemoConfig) -> int:
-    """RL worker processes when `--workers` is not given: min(CPUs, algorithms); 1 for a quick run, whose RL
+def default_workers(cfg: AgentsDemoConfig, quick: bool) -> int:
+    """RL worker processes when `--workers` is not given: min(CPUs, algorithms); 1 with --quick, whose RL
     runs take less time than a worker process takes to start."""
-    import os
+    from resrl.eval.jobs import available_cpus
 
-    if cfg.rounds <= 2:
-        return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cpus, len(cfg.algorithms)))
+    return 1 if quick else max(1, min(available_cpus(), len(cfg.algorithms)))
 
 
 def run_from_args(args) -> int:
@@ -534,7 +532,7 @@ def run_from_args(args) -> int:
     the differences paired against the warm start)."""
     cfg = config_from_args(args)
     if args.seeds is None:
-        run_agents_demo(cfg, workers=default_workers(cfg) if args.workers is None else args.workers)
+        run_agents_demo(cfg, workers=default_workers(cfg, args.quick) if args.workers is None else args.workers)
         return 0
     from resrl.demo.seeds import parse_seeds, run_multiseed_demo
 

@@ -31,12 +31,11 @@ def default_workers(cfg: DemoConfig) -> int:
     """Worker processes for the RL runs when `--workers` is not given: min(CPUs, runs); 1 with
     --quick, whose RL runs take about a second each, less than a worker process takes to start
     (importing torch, transformers and TRL: measured ~5 s of CPU)."""
-    import os
+    from resrl.eval.jobs import available_cpus
 
     if cfg.is_quick:
         return 1
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    return max(1, min(cpus, len(cfg.algorithms)))
+    return max(1, min(available_cpus(), len(cfg.algorithms)))
 
 
 def run_demo(cfg: DemoConfig, workers: int | None = None) -> dict:

@@ -18,6 +18,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 
+def available_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
 @dataclass
 class Step:
     args: list[str]      # arguments of `python -m resrl.cli`
