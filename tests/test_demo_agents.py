@@ -88,6 +88,8 @@ def test_coloured_doors_observation_says_where_each_door_is_and_a_decoy_loses():
     # the observation names neither the room nor the corridor's length (they would name the task, which RL
     # then memorises); the anchor, GiGPO's state, still tells rooms apart
     assert "room" not in text and "room" not in env.step_prompt()[0]["content"]
+    # nor the number of steps taken, which on the way to the goal is the room number again
+    assert "step" not in text and "step" not in env.step_prompt()[0]["content"]
     assert env.anchor() == "room 1: You are in a corridor. The blue door is here. The red door is to the right."
     env.step("<action>go right</action>")  # room 2 (no door): still a different state from its neighbours
     assert env.anchor() == "room 2: You are in a corridor. The blue door is to the left. The red door is to the right."
@@ -100,6 +102,29 @@ def test_coloured_doors_observation_says_where_each_door_is_and_a_decoy_loses():
     assert "The red door is here." in env.step_prompt()[0]["content"]
     won = env.step("<action>open door</action>")
     assert won.done and won.reward == 1.0 and env.won
+
+
+def test_the_compass_lists_doors_left_to_right_so_only_the_colour_tells_goal_and_decoy_apart():
+    """Listed in colour order, whether "here" came first or second followed the colours, and the warm start
+    learned to open when the first sentence said "here". Left to right, a decoy before the goal and the
+    goal before a decoy read the same but for the colour words."""
+    from resrl.envs.toy import make_toy_env
+
+    def observation_at(game: dict, room: int) -> str:
+        env = make_toy_env(json.dumps({"game": "g", "length": 5, **game}), history_window=0)
+        for _ in range(room):
+            env.step("<action>go right</action>")
+        return env.step_prompt()[0]["content"].split("Now: ")[1].split("\n")[0]
+
+    decoy_first = {"goal": 3, "colour": "blue", "decoys": {"red": 1}}  # red sorts after blue
+    goal_first = {"goal": 1, "colour": "blue", "decoys": {"red": 3}}
+    at_decoy, at_goal = observation_at(decoy_first, 1), observation_at(goal_first, 1)
+    assert at_decoy == "You are in a corridor. The red door is here. The blue door is to the right."
+    assert at_goal == "You are in a corridor. The blue door is here. The red door is to the right."
+    # the same words in the same places but for the two colours
+    assert at_decoy.replace("red", "C1").replace("blue", "C2") == at_goal.replace("blue", "C1").replace("red", "C2")
+    # and past the first door, the goal behind a decoy reads like a decoy behind the goal
+    assert observation_at(decoy_first, 3) == "You are in a corridor. The red door is to the left. The blue door is here."
 
 
 def test_games_without_colours_read_as_before():

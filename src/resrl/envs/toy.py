@@ -95,7 +95,12 @@ class CorridorEnv(Environment):
         # would name the (length, goal) task, and RL on a few training tasks then memorises each task's
         # goal room instead of reading the colour (training success rose while held-out tasks fell)
         text = "You are in a corridor."
-        for colour, room in self.spec["doors"].items():  # a compass per coloured door, in colour order
+        # a compass per coloured door, left to right. Not in colour order: then whether "here" comes in the
+        # first or the second sentence follows the colours' alphabetical order, and the warm start learned
+        # "open when the first sentence says here" (it mostly passed red decoys, opened blue and green
+        # ones). Left to right, standing at a decoy before the goal reads like standing at the goal before
+        # a decoy in every word but the colours, so only the task's colour tells them apart
+        for colour, room in sorted(self.spec["doors"].items(), key=lambda door: door[1]):
             text += f" The {colour} door is " + ("here." if room == self.pos else
                                                   "to the right." if room > self.pos else "to the left.")
         return text
@@ -119,7 +124,12 @@ class CorridorEnv(Environment):
         return acts
 
     def step_prompt(self) -> list[dict]:
-        lines = [f"Your task is to: {self.task}.", f"You have taken {self.steps} step(s)."]
+        lines = [f"Your task is to: {self.task}."]
+        if not self.spec["doors"]:
+            lines.append(f"You have taken {self.steps} step(s).")
+        # coloured doors: no step count. On the expert's way to the goal it equals the room number, which
+        # names the (length, goal) task as the room did (see _observation), so the compass is the only
+        # thing a policy that generalises to unseen tasks may read
         recent = self.history[-self.history_window:] if self.history_window > 0 else []
         if recent:
             lines.append("Your last actions:")
