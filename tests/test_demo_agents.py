@@ -216,3 +216,34 @@ def test_behaviour_cloning_stops_at_the_first_check_that_says_so(tmp_path):
     out = behaviour_cloning(str(base), str(tmp_path / "b"), games[:2], 0, 12, 0, log=lambda *_: None)
     assert out["steps"] == 12 and out["checks"] == [] and out["samples"] > 0
     assert (tmp_path / "a" / "config.json").is_file() and (tmp_path / "b" / "config.json").is_file()
+    assert out["kept"] == 12
+
+
+def test_behaviour_cloning_that_misses_its_target_keeps_the_best_checked_weights(tmp_path):
+    """Seed 3 of the demo never reached its target and the last of 400 steps was a loss spike that left a
+    model walking right in every game: without a target met, the best check's weights are what is saved."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from resrl.demo.agents_task import behaviour_cloning
+    from resrl.models.tiny import TinyModelConfig, build_tiny_model
+
+    cfg = AgentsDemoConfig(seed=0)
+    base = tmp_path / "init"
+    build_tiny_model(base, TinyModelConfig(**cfg.model, seed=0))
+    games, _ = games_for(cfg)
+    values, weights = [0.2, 0.9, 0.3, 0.1], []
+
+    def stop(model, tok):
+        weights.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        return False, values[len(weights) - 1]
+
+    logs = []
+    out = behaviour_cloning(str(base), str(tmp_path / "a"), games[:2], 0, 20, 0, stop=stop, check_every=5,
+                            log=logs.append)
+    assert out["steps"] == 20 and [v for _, v in out["checks"]] == values and out["kept"] == 10
+    saved = AutoModelForCausalLM.from_pretrained(tmp_path / "a").state_dict()
+    assert not torch.equal(weights[1]["model.embed_tokens.weight"], weights[3]["model.embed_tokens.weight"])
+    for k, v in weights[1].items():  # the second check's weights (value 0.9), not the last step's
+        assert torch.equal(saved[k], v), k
+    assert any("keeping the weights of step 10" in line for line in logs)

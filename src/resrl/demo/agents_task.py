@@ -167,8 +167,11 @@ def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr
                       stop=None, check_every: int = 10, min_steps: int = 0) -> dict:
     """Supervised fine-tuning on the expert's replies (loss on the reply tokens only), at most `steps` steps.
     `stop(model, tokenizer) -> (bool, float)`, asked every `check_every` steps from `min_steps` on, ends it
-    early (the math demo's warm start stops at a target accuracy the same way, so RL has room).
-    Returns {"samples", "steps", "checks": [(step, value), ...]}."""
+    early (the math demo's warm start stops at a target accuracy the same way, so RL has room). When no check
+    says stop, the weights of the check with the highest value are saved, not the last step's: at a constant
+    lr 3e-3 the last step can be a spike (seed 3: loss 0.003 -> 0.079 at step 400, after which the model
+    walked right in every game, held-out success 0.000).
+    Returns {"samples", "steps", "checks": [(step, value), ...], "kept": the step whose weights were saved}."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -184,7 +187,8 @@ def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     rng = random.Random(seed)
     model.train()
-    checks, step = [], -1
+    checks, step, stopped = [], -1, False
+    best = None  # (value, step, weights) of the best check so far
     for step in range(steps):
         items = rng.sample(data, min(batch, len(data)))
         L = max(len(p) + len(a) for p, a in items)
@@ -209,10 +213,19 @@ def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr
             checks.append((step + 1, value))
             if done:
                 log(f"  BC stopped after {step + 1} steps: check {value:.3f}")
+                stopped = True
                 break
+            if best is None or value > best[0]:
+                best = (value, step + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
+    kept = step + 1
+    if not stopped and best is not None and best[1] != kept:
+        model.load_state_dict(best[2])
+        kept = best[1]
+        log(f"  BC did not reach its target in {step + 1} steps: keeping the weights of step {kept} "
+            f"(check {best[0]:.3f}, the best)")
     model.save_pretrained(out_dir)
     tok.save_pretrained(out_dir)
-    return {"samples": len(data), "steps": step + 1, "checks": checks}
+    return {"samples": len(data), "steps": step + 1, "checks": checks, "kept": kept}
 
 
 # -- evaluation -------------------------------------------------------------------------------------
@@ -336,7 +349,9 @@ def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
     lines = [f"# Agents demo (corridor, step layout), seed {cfg.seed}", "",
              f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that no "
              f"training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} tasks. "
-             f"Warm start: {summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on {cfg.bc_games} games. RL: {cfg.rounds} rounds of "
+             f"Warm start: {summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on {cfg.bc_games} games"
+             + (f" (weights kept from step {summary['bc_kept']}, its best check)"
+                if summary.get("bc_kept") not in (None, summary.get("bc_steps")) else "") + f". RL: {cfg.rounds} rounds of "
              f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, {cfg.updates_per_round} updates per round, "
              f"lr {cfg.learning_rate} (linear warm-up over {cfg.warmup_rounds} rounds), loss.agg {cfg.loss_agg}.", "",
              f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
@@ -460,6 +475,7 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
         bc = behaviour_cloning(str(base), str(warm_dir), train_games[:cfg.bc_games], cfg.history_window,
                                cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=log, stop=stop, min_steps=50)
         summary["bc_samples"], summary["bc_steps"], summary["bc_checks"] = bc["samples"], bc["steps"], bc["checks"]
+        summary["bc_kept"] = bc["kept"]
     summary["timings"]["warm start"] = round(time.perf_counter() - t0, 1)
     t = time.perf_counter()
     summary["results"][WARM] = evaluate_policy(str(warm_dir), test_games, cfg)
