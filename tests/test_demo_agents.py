@@ -28,7 +28,11 @@ def test_quick_agents_demo_end_to_end(tmp_path, capsys):
     out = tmp_path / "agents"
     assert main(["demo", "--task", "agents", "--quick", "--out", str(out), "--algorithms", "grpo,gigpo",
                  "--workers", "2"]) == 0
-    assert "RL runs: 2, 2 worker processes" in capsys.readouterr().out  # the runs really were processes
+    printed = capsys.readouterr().out
+    assert "RL runs: 2, 2 worker processes" in printed
+    for algo in ("grpo", "gigpo"):  # the runs really were processes of the job runner, `--worker-run ALGO` each
+        assert f"RL {algo}: done" in printed
+        assert f"--task agents --out {out} --worker-run {algo}" in (out / algo / "worker.log").read_text()
     # the numbers do not depend on the workers: the same RL runs in this process from the saved warm start
     one = run_agents_demo(replace(AgentsDemoConfig.quick(), out=str(tmp_path / "one"), algorithms=("grpo", "gigpo")),
                           warm_dir=str(out / "model-bc"), workers=1, log=lambda line: None)
@@ -53,6 +57,22 @@ def test_quick_agents_demo_end_to_end(tmp_path, capsys):
     assert train and test and not train & test
     assert {tuple(t) for t in summary["test_tasks"]} == test
     assert (out / "report.md").is_file() and (out / "training_success.png").stat().st_size > 0
+
+
+def test_a_failed_agents_worker_raises_one_error_naming_its_job_and_log(tmp_path):
+    """A worker process that fails (here: an algorithm the config refuses) ends the demo with one error that
+    names the job and its log, and the log holds the worker's own error."""
+    from dataclasses import replace
+
+    from resrl.demo.agents_task import run_algorithms
+
+    cfg = replace(AgentsDemoConfig.quick(), out=str(tmp_path), algorithms=("no-such-algorithm",))
+    lines = []
+    with pytest.raises(RuntimeError, match=r"RL no-such-algorithm.*exit [1-9].*worker\.log"):
+        run_algorithms(cfg, str(tmp_path / "warm"), str(tmp_path / "games.jsonl"), tmp_path, [], workers=2,
+                       log=lines.append)
+    assert any(line.startswith("RL no-such-algorithm: FAILED") for line in lines)
+    assert "no-such-algorithm" in (tmp_path / "no-such-algorithm" / "worker.log").read_text().split("\n", 1)[1]
 
 
 # -- coloured doors (resrl.envs.toy): what the demo's games ask, and what a shortcut earns --------------

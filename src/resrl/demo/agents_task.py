@@ -385,55 +385,64 @@ def train_and_evaluate(cfg: AgentsDemoConfig, algo: str, warm_dir: str, data_pat
     return run, r, round(time.perf_counter() - t, 1)
 
 
-def _worker(cfg: AgentsDemoConfig, algo: str, warm_dir: str, data_path: str, out: str, test_games: list,
-            result_path: str) -> None:
-    """A worker process's job (spawned): `train_and_evaluate`, its result written to `result_path`. Each
-    run seeds itself (train.seed, the evaluation's seeds) and reads the warm start from disk, with the
-    one-process demo's torch threads, so the numbers do not depend on the number of workers."""
+WORKER_CONFIG = "agents_workers.json"  # OUT/agents_workers.json: the settings and inputs every worker reads
+WORKER_LOG = "worker.log"               # OUT/<run>/worker.log: a worker's stdout and stderr
+
+
+def result_path(out: Path, algo: str) -> Path:
+    """OUT/<run>.result.json: a worker's run, result and evaluation time (its done-marker)."""
+    return out / f"{algo.replace('/', '_')}.result.json"
+
+
+def worker_main(out, algo: str) -> int:
+    """`resrl demo --task agents --out OUT --worker-run ALGO`: one algorithm's `train_and_evaluate` with the
+    settings in OUT/agents_workers.json, its result written whole to `result_path` (then renamed: its
+    existence means done). Each run seeds itself (train.seed, the evaluation's seeds) and reads the warm
+    start from disk, with the one-process demo's torch threads, so the numbers do not depend on the number
+    of workers."""
     import torch
 
+    out = Path(out)
+    d = json.loads((out / WORKER_CONFIG).read_text())
+    cfg = AgentsDemoConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d["config"].items()})
+    if algo not in cfg.algorithms:
+        raise ValueError(f"--worker-run {algo!r}: not one of {list(cfg.algorithms)} in {out / WORKER_CONFIG}")
     torch.set_num_threads(cfg.threads)
-    run, r, secs = train_and_evaluate(cfg, algo, warm_dir, data_path, Path(out), test_games)
-    tmp = Path(result_path + ".tmp")
+    run, r, secs = train_and_evaluate(cfg, algo, d["warm_dir"], d["data_path"], out, d["test_games"])
+    path = result_path(out, algo)
+    tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(_jsonable({"run": run, "result": r, "eval_seconds": secs})))
-    tmp.replace(result_path)
+    tmp.replace(path)
+    return 0
 
 
 def run_algorithms(cfg: AgentsDemoConfig, warm_dir: str, data_path: str, out: Path, test_games: list,
                    workers: int = 1, log=print) -> dict:
     """{algo: (run, result, eval seconds)} for every algorithm: in this process one after the other
-    (workers = 1), or as at most `workers` spawned processes at once. A worker that fails raises one
-    error naming its algorithm and exit code once the others have finished."""
+    (workers = 1), or as jobs of the project's job runner (`resrl.eval.jobs.run_jobs`, at most `workers`
+    processes `resrl demo --task agents --out OUT --worker-run ALGO` at once; see `worker_main`). A failed
+    worker raises one error naming its job and log once the others have finished."""
     if workers <= 1:
         return {a: train_and_evaluate(cfg, a, warm_dir, data_path, out, test_games) for a in cfg.algorithms}
-    import multiprocessing as mp
+    from resrl.eval.jobs import Job, Step, run_jobs
 
-    ctx = mp.get_context("spawn")  # torch and the EnvPool's own worker processes do not survive a fork
-    pending, running, done, failed = list(cfg.algorithms), {}, {}, {}
-    while pending or running:
-        while pending and len(running) < workers:
-            algo = pending.pop(0)
-            path = out / f"{algo.replace('/', '_')}.result.json"
-            path.unlink(missing_ok=True)
-            proc = ctx.Process(target=_worker, name=f"agents-demo-{algo}",
-                               args=(cfg, algo, warm_dir, data_path, str(out), test_games, str(path)))
-            proc.start()
-            running[algo] = (proc, path)
-        for algo, (proc, path) in list(running.items()):
-            proc.join(timeout=0.2)
-            if proc.exitcode is None:
-                continue
-            del running[algo]
-            if proc.exitcode != 0 or not path.exists():
-                failed[algo] = proc.exitcode
-                log(f"{algo}: worker process failed (exit code {proc.exitcode})")
-                continue
-            d = json.loads(path.read_text())
-            path.unlink()
-            done[algo] = (d["run"], d["result"], d["eval_seconds"])
-    if failed:
-        raise RuntimeError("agents demo: the RL worker of " + ", ".join(f"{a!r} (exit code {c})" for a, c in
-                                                                      failed.items()) + " failed; see its output above")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / WORKER_CONFIG).write_text(json.dumps(_jsonable(
+        {"config": asdict(cfg), "warm_dir": str(warm_dir), "data_path": str(data_path), "test_games": test_games}),
+        indent=1))
+    jobs = []
+    for algo in cfg.algorithms:
+        result_path(out, algo).unlink(missing_ok=True)  # a new warm start: nothing to resume
+        run_log = out / algo.replace("/", "_") / WORKER_LOG
+        run_log.unlink(missing_ok=True)
+        jobs.append(Job(f"RL {algo}", [Step(["demo", "--task", "agents", "--out", str(out), "--worker-run", algo],
+                                            result_path(out, algo))], run_log))
+    run_jobs(jobs, workers, poll_s=0.2, say=log)
+    done = {}
+    for algo in cfg.algorithms:
+        d = json.loads(result_path(out, algo).read_text())
+        result_path(out, algo).unlink()
+        done[algo] = (d["run"], d["result"], d["eval_seconds"])
     return done
 
 
@@ -548,6 +557,8 @@ def default_workers(cfg: AgentsDemoConfig, quick: bool) -> int:
 def run_from_args(args) -> int:
     """The DemoTask runner: one seed, or `--seeds` (one process per seed, then resrl.demo.seeds' tables with
     the differences paired against the warm start)."""
+    if args.worker_run is not None:  # one RL run of a demo in OUT (run_algorithms' job)
+        return worker_main(args.out, args.worker_run)
     cfg = config_from_args(args)
     if args.seeds is None:
         run_agents_demo(cfg, workers=default_workers(cfg, args.quick) if args.workers is None else args.workers)

@@ -70,17 +70,17 @@ def config_from_args(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    from resrl.demo.tasks import get_demo_task
+
+    task = get_demo_task(args.task)
+    if args.worker_run is None and args.workers is not None and args.workers < 1:
+        raise InputError(f"--workers must be >= 1, got {args.workers}")
+    if task.runner is not None:  # a task with its own pipeline (agents: the step layout), --seeds and
+        return task.runner(args)  # --worker-run included
     if args.worker_run is not None:
         from resrl.demo.parallel import worker_main
 
         return worker_main(args.out, args.worker_run)
-    if args.workers is not None and args.workers < 1:
-        raise InputError(f"--workers must be >= 1, got {args.workers}")
-    from resrl.demo.tasks import get_demo_task
-
-    task = get_demo_task(args.task)
-    if task.runner is not None:  # a task with its own pipeline (agents: the step layout), --seeds included
-        return task.runner(args)
     if args.seeds is not None:
         return run_multiseed(args)
     from resrl.demo.run import run_demo
