@@ -375,10 +375,16 @@ def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
 
 # -- the demo ---------------------------------------------------------------------------------------
 
+def algo_dir(out: Path, algo: str) -> Path:
+    """OUT/<run>: an algorithm's RL run directory. (Not resrl.demo.pipeline's run_dir_name: importing the
+    math demo's pipeline from here closes an import cycle through resrl.demo.tasks.)"""
+    return out / algo.replace("/", "_")
+
+
 def train_and_evaluate(cfg: AgentsDemoConfig, algo: str, warm_dir: str, data_path: str, out: Path,
                        test_games: list) -> tuple[dict, dict, float]:
     """One algorithm: its RL run from the warm start, then its held-out evaluation -> (run, result, eval s)."""
-    run_dir = out / algo.replace("/", "_")
+    run_dir = algo_dir(out, algo)
     run = rl_run(cfg, algo, warm_dir, data_path, run_dir)
     t = time.perf_counter()
     r = evaluate_policy(str(run_dir / "model"), test_games, cfg)
@@ -391,7 +397,8 @@ WORKER_LOG = "worker.log"               # OUT/<run>/worker.log: a worker's stdou
 
 def result_path(out: Path, algo: str) -> Path:
     """OUT/<run>.result.json: a worker's run, result and evaluation time (its done-marker)."""
-    return out / f"{algo.replace('/', '_')}.result.json"
+    run_dir = algo_dir(out, algo)
+    return run_dir.with_name(run_dir.name + ".result.json")
 
 
 def worker_main(out, algo: str) -> int:
@@ -432,16 +439,17 @@ def run_algorithms(cfg: AgentsDemoConfig, warm_dir: str, data_path: str, out: Pa
         indent=1))
     jobs = []
     for algo in cfg.algorithms:
-        result_path(out, algo).unlink(missing_ok=True)  # a new warm start: nothing to resume
-        run_log = out / algo.replace("/", "_") / WORKER_LOG
-        run_log.unlink(missing_ok=True)
+        done_marker, run_log = result_path(out, algo), algo_dir(out, algo) / WORKER_LOG
+        for stale in (done_marker, run_log):  # a new warm start: nothing to resume
+            stale.unlink(missing_ok=True)
         jobs.append(Job(f"RL {algo}", [Step(["demo", "--task", "agents", "--out", str(out), "--worker-run", algo],
-                                            result_path(out, algo))], run_log))
+                                            done_marker)], run_log))
     run_jobs(jobs, workers, poll_s=0.2, say=log)
     done = {}
     for algo in cfg.algorithms:
-        d = json.loads(result_path(out, algo).read_text())
-        result_path(out, algo).unlink()
+        path = result_path(out, algo)
+        d = json.loads(path.read_text())
+        path.unlink()
         done[algo] = (d["run"], d["result"], d["eval_seconds"])
     return done
 
