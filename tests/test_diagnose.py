@@ -82,21 +82,33 @@ def test_theorem1_holds_on_every_pair_float64(svd, rank):
     h, mask, adv, gidx = _low_rank_group()
     cfg = ResRLConfig(rank=rank, svd=svd)
     _, xn, xp, V, rn, rp = _x_and_details(h, mask, adv, gidx, cfg)
-    bound, actual = theory.theorem1_bound(xn, xp, V, rn, rp)
+    bound, actual = theory.theorem1_bound(xn, xp, V)
     s = theory.theorem1_summary(bound, actual, xn, xp)
     assert s["pairs"] == xn.shape[0] * xp.shape[0] > 1000
     assert s["violations"] == 0
     assert s["tightness_median"] >= 1.0
+    # ResRL's residual is the explicit projection's, to float64 rounding, on negatives and positives
+    assert float(theory.residual_abs_errors(torch.cat([xn, xp]), V, torch.cat([rn, rp])).max()) <= 1e-12
 
 
-def test_theorem1_check_reports_a_planted_wrong_projector():
+def test_residual_check_reports_a_planted_wrong_projector():
     h, mask, adv, gidx = _low_rank_group()
     _, xn, xp, V, rn, rp = _x_and_details(h, mask, adv, gidx, ResRLConfig(rank=3, svd="exact"))
     # a projector onto another subspace than the one the residuals were computed against
     wrong = torch.linalg.qr(torch.randn(V.shape[0], V.shape[1], generator=torch.Generator().manual_seed(5),
                                         dtype=torch.float64)).Q
-    bound, actual = theory.theorem1_bound(xn, xp, wrong, rn, rp)
-    assert theory.theorem1_summary(bound, actual, xn, xp)["violations"] > 0
+    assert float(theory.residual_abs_errors(xn, wrong, rn).max()) > 1e-2
+    assert float(theory.residual_abs_errors(xn, V, rn).max()) <= 1e-12
+
+
+def test_theorem1_counts_a_pair_above_the_bound():
+    """The summary's comparison itself: a pair whose |⟨x_n, x_p⟩| exceeds the bound by more than the
+    rounding scale is a violation; by less, it is not."""
+    xn, xp = torch.tensor([[1.0, 0.0]], dtype=torch.float64), torch.tensor([[1.0, 0.0]], dtype=torch.float64)
+    actual = torch.tensor([[1.0]], dtype=torch.float64)
+    tol = theory.theorem1_rtol(2, torch.float64)
+    assert theory.theorem1_summary(actual - 10 * tol, actual, xn, xp)["violations"] == 1
+    assert theory.theorem1_summary(actual - tol / 10, actual, xn, xp)["violations"] == 0
 
 
 def test_residual_details_match_an_explicit_projection():
@@ -235,7 +247,10 @@ def test_diagnose_command_end_to_end(tiny, tmp_path):
     out = tmp_path / "out"
     rc = main(["diagnose", "--model", path, "--data", str(data), "--reward", "train_helpers:length_reward",
                "--limit", "5", "--group-size", "4", "--max-new-tokens", "6", "--out", str(out), "--bootstrap", "50",
-               "--lld-algorithms", "grpo,resrl,nthr", "--no-progress", "--rank", "8"])
+               "--lld-algorithms", "grpo,resrl,nthr", "--no-progress", "--rank", "8",
+               # K >= the vocabulary: the sketch holds the whole softmax, so Î must equal I (to the
+               # float32 model's logits); a smaller K makes the error depend on what was sampled
+               "--interference-topk", "1000"])
     assert rc == 0
     r = json.loads((out / "diagnose.json").read_text())
     for key in ("lemma1_max_rel_error", "theorem1_violations", "theorem1_pairs", "spearman_residual_vs_interference",
@@ -246,12 +261,13 @@ def test_diagnose_command_end_to_end(tiny, tmp_path):
     assert r["mixed_groups"] >= 1
     assert r["lemma1_max_rel_error"] <= 1e-9
     assert r["theorem1_violations"] == 0 and r["theorem1_pairs"] > 0
+    assert r["residual_max_abs_error"] <= 1e-10  # ResRL's R = the explicit ‖(I − P)x‖²/d (float64)
     assert set(r["lld"]) == {"grpo", "resrl", "nthr", "resrl/resrl.weighting=interference"}
     assert "frac_positive_decreased" in r["lld"]["resrl"]
     assert set(r["by_alignment"]) == {"predicting", "token"}
     w = r["interference_weighting"]  # the new weighting's estimate is measured against the exact I
     assert w["spearman_estimate_vs_interference"]["n"] == r["negative_tokens"] > 0
-    assert w["estimate_max_abs_error_rel"] < 0.5 and 0.1 - 1e-9 <= w["mean_omega"] <= 1
+    assert w["estimate_max_abs_error_rel"] < 1e-4 and 0.1 - 1e-9 <= w["mean_omega"] <= 1
     assert "interference" in (out / "report.md").read_text()
     assert len((out / "samples.jsonl").read_text().splitlines()) == 5 * 4
     for name in ("report.md", "residual_vs_interference.png", "omega_hist.png", "lld.png"):
@@ -289,3 +305,21 @@ def test_theorem1_in_blocks_counts_every_pair(tiny):
         w, b = whole.by_alignment[a], blocks.by_alignment[a]
         assert (w.theorem1_pairs, w.theorem1_violations) == (b.theorem1_pairs, b.theorem1_violations)
         assert torch.allclose(torch.sort(w.tightness_sample).values, torch.sort(b.tightness_sample).values, rtol=1e-12)
+
+
+def test_a_data_file_seeds_its_groups_by_content_not_path(tmp_path):
+    """The same rows at two paths sample the same groups (the end-to-end test's data lives in a new
+    temporary directory on every run; a seed from the path made its numbers differ run to run)."""
+    from resrl.diagnose.tasks import load_task
+    from resrl.models.tiny import build_char_tokenizer
+
+    rows = "".join(json.dumps({"problem": f"{i}+1=", "answer": str(i + 1)}) + "\n" for i in range(3))
+    keys = []
+    for sub in ("a", "b"):
+        (tmp_path / sub).mkdir()
+        (tmp_path / sub / "data.jsonl").write_text(rows)
+        task = load_task(str(tmp_path / sub / "data.jsonl"), build_char_tokenizer(), reward="exact")
+        keys.append(task.seed_key)
+    assert keys[0] == keys[1] and keys[0].startswith("sha256:")
+    (tmp_path / "a" / "data.jsonl").write_text(rows.replace("0+1", "5+1"))
+    assert load_task(str(tmp_path / "a" / "data.jsonl"), build_char_tokenizer(), reward="exact").seed_key != keys[0]

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
         progress=not args.no_progress)
     r = run_diagnose(cfg)
     print(f"lemma1_max_rel_error {_f(r['lemma1_max_rel_error'])}  theorem1_violations {r['theorem1_violations']}"
-          f"/{r['theorem1_pairs']}  spearman(R, interference) {_f(r['spearman_residual_vs_interference'])} "
+          f"/{r['theorem1_pairs']}  residual_max_abs_error {_f(r['residual_max_abs_error'])}  spearman(R, interference) {_f(r['spearman_residual_vs_interference'])} "
           f"[{_f(r['spearman_residual_vs_interference_low'])}, {_f(r['spearman_residual_vs_interference_high'])}]")
     print(f"wrote {cfg.out}/diagnose.json, report.md and plots")
     return 0

@@ -34,6 +34,7 @@ class AlignmentMeasurement:
     alignment: Tensor           # mean_p cos²(x_n, x_p) in ResRL's space
     theorem1_pairs: int
     theorem1_violations: int
+    residual_max_abs_error: float  # max |R − ‖(I − P)x‖²/d| over the group's valid tokens (theory.residual_abs_errors)
     tightness_sample: Tensor    # bound / |⟨x_n, x_p⟩| on a sample of pairs with a non-negligible product
     effective_rank: int
     num_pos_tokens: int
@@ -118,13 +119,15 @@ def measure_group(group_id: int, group: SampledGroup, fw: GroupForward, rewards:
         x = torch.nn.functional.layer_norm(h, h.shape[-1:], eps=cfg.ln_eps) - mu     # ResRL's x (G, C, d)
         x_neg, x_pos = x[nb, nt], x[pb, pt]
         r_neg, r_pos = details.residual[nb, nt], details.residual[pb, pt]
+        resid_err = float(torch.cat([theory.residual_abs_errors(x_neg, basis, r_neg),
+                                     theory.residual_abs_errors(x_pos, basis, r_pos)]).max())
         # every (negative, positive) pair, in blocks of negatives: O(block · P) memory
         pairs = violations = 0
         ratio_parts = []
         norm_pos = torch.linalg.vector_norm(x_pos, dim=1)
         for s in range(0, x_neg.shape[0], pair_block):
             xn = x_neg[s:s + pair_block]
-            bound, actual = theory.theorem1_bound(xn, x_pos, basis, r_neg[s:s + pair_block], r_pos)
+            bound, actual = theory.theorem1_bound(xn, x_pos, basis)
             summary = theory.theorem1_summary(bound, actual, xn, x_pos)
             pairs, violations = pairs + summary["pairs"], violations + summary["violations"]
             sig = actual > 1e-6 * torch.linalg.vector_norm(xn, dim=1)[:, None] * norm_pos[None, :]
@@ -138,7 +141,7 @@ def measure_group(group_id: int, group: SampledGroup, fw: GroupForward, rewards:
                             torch.full_like(a_neg, float("nan")))
         out.by_alignment[alignment] = AlignmentMeasurement(
             residual=r_neg, omega=omega, alignment=theory.representation_alignment(x_neg, x_pos),
-            theorem1_pairs=pairs, theorem1_violations=violations,
+            theorem1_pairs=pairs, theorem1_violations=violations, residual_max_abs_error=resid_err,
             tightness_sample=ratios, effective_rank=k, num_pos_tokens=int(pb.numel()))
     return out
 

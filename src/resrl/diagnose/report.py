@@ -38,8 +38,10 @@ def write_report(result: dict, path: Path) -> None:
          f"| {_f(r['lemma1_max_rel_error'])} |",
          f"| head is z = W x̂ + b on the captured x̂: max relative logit error (float32 model) "
          f"| {_f(r['head_logits_max_rel_error'])} |",
-         f"| Theorem 1: violations / (negative, positive) pairs, both alignments | {r['theorem1_violations']} / "
-         f"{r['theorem1_pairs']} |",
+         f"| Theorem 1: violations / (negative, positive) pairs, both alignments (at the products' rounding "
+         f"scale, 4·d·eps) | {r['theorem1_violations']} / {r['theorem1_pairs']} |",
+         f"| ResRL's residual R vs the explicit ‖(I − P)x‖²/d: max absolute error (float64) "
+         f"| {_f(r.get('residual_max_abs_error'))} |",
          f"| Theorem 1 tightness, bound / actual, median (predicting) | {_f(r['theorem1_tightness_median'])} |",
          "", "## Does the residual track interference? (Spearman ρ, 95 % cluster-bootstrap interval over groups)", "",
          "ResRL gives *small* weight to negatives with *small* R, on the claim that they interfere most with the "

@@ -130,7 +130,7 @@ def run_diagnose(cfg: DiagnoseConfig) -> dict:
     try:
         for i, prompt in enumerate(task.prompts):
             group = sample_group(model, tokenizer, prompt, cfg.group_size, cfg.temperature, cfg.top_p,
-                                 cfg.max_new_tokens, stable_seed(cfg.seed, task.name, i), eos_ids,
+                                 cfg.max_new_tokens, stable_seed(cfg.seed, task.seed_key or task.name, i), eos_ids,
                                  task.add_special_tokens)
             texts = tokenizer.batch_decode(
                 [row[:int(m.sum())] for row, m in zip(group.completion_ids.tolist(), group.completion_mask)],
@@ -235,6 +235,8 @@ def summarise(measurements, lemma1, rewards_all, lld, cfg: DiagnoseConfig) -> di
             "spearman_omega_vs_interference": corr(omega, inter, everything),
             "theorem1_pairs": int(sum(m.by_alignment[a].theorem1_pairs for m in measurements)),
             "theorem1_violations": int(sum(m.by_alignment[a].theorem1_violations for m in measurements)),
+            "residual_max_abs_error": max((m.by_alignment[a].residual_max_abs_error for m in measurements),
+                                          default=float("nan")),
             "mean_omega": float(np.nanmean(omega)) if len(omega) else float("nan"),
             "mean_effective_rank": float(np.mean([m.by_alignment[a].effective_rank for m in measurements]))
             if measurements else float("nan"),
@@ -301,6 +303,7 @@ def summarise(measurements, lemma1, rewards_all, lld, cfg: DiagnoseConfig) -> di
         "head_logits_max_rel_error": max((m.head_logits_rel_error for m in measurements), default=float("nan")),
         "theorem1_violations": sum(by_alignment[a]["theorem1_violations"] for a in ALIGNMENTS),
         "theorem1_pairs": sum(by_alignment[a]["theorem1_pairs"] for a in ALIGNMENTS),
+        "residual_max_abs_error": max(by_alignment[a]["residual_max_abs_error"] for a in ALIGNMENTS),
         "theorem1_tightness_median": main["theorem1_tightness"].get("median", float("nan")),
         "spearman_residual_vs_interference": main["spearman_residual_vs_interference"]["rho"],
         "spearman_residual_vs_interference_low": main["spearman_residual_vs_interference"]["low"],

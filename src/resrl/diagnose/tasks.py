@@ -35,6 +35,7 @@ class DiagnoseTask:
     targets: list[str] | None = None
     add_special_tokens: bool = False
     close: Callable[[], None] | None = None
+    seed_key: str | None = None  # what seeds each group's sampling with the prompt's index (default: name)
 
 
 def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, reward: str | None = None,
@@ -62,7 +63,20 @@ def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, rew
     prompts = render_prompts(problems, tokenizer, instruction if instruction is not None else DEFAULT_INSTRUCTION,
                              use_chat_template)
     fn = load_reward_function(reward or default_reward())
-    return DiagnoseTask(spec, prompts, [p.answer for p in problems], fn, close=getattr(fn, "close", None))
+    return DiagnoseTask(spec, prompts, [p.answer for p in problems], fn, close=getattr(fn, "close", None),
+                        seed_key=_file_key(spec))
+
+
+def _file_key(spec: str) -> str | None:
+    """A data file's samples are seeded by its content, not its path: the same file gives the same
+    groups wherever it lies (a temporary directory, another checkout)."""
+    import hashlib
+    import os
+
+    if not os.path.isfile(spec):
+        return None
+    with open(spec, "rb") as f:
+        return "sha256:" + hashlib.sha256(f.read()).hexdigest()[:16]
 
 
 __all__ = ["CHAIN_TASKS", "DiagnoseTask", "load_task"]

@@ -12,7 +12,8 @@ z = W x̂ (+ b) with W (V, d_head), and the gradient of the token's log-likeliho
 Two different representations appear, and they are not the same vector: x̂ is the input of the
 output head (the final norm's output, what Lemma 1 is about); ResRL's x = LN(h) − μ+ is built from
 the penultimate layer's state h (spec §2). The theorem is checked in ResRL's space (where R
-lives); the interference is measured in the head's space (where the gradient lives).
+lives); the interference is measured in the head's space (where the gradient lives). Each check
+compares at the rounding scale of what it computes (`theorem1_rtol`, `residual_abs_errors`).
 
 Memory: nothing here forms a `V × d` gradient. The interference uses the factorisation, in chunks
 of negatives: (Δ_n Δ_pᵀ) ⊙ (X̂_n X̂_pᵀ) summed over p — O(chunk · (V + P)) memory.
@@ -89,30 +90,56 @@ def interference(delta_neg: Tensor, x_neg: Tensor, delta_pos: Tensor, x_pos: Ten
     return torch.cat(out_i), torch.cat(out_x)
 
 
-def theorem1_bound(x_neg: Tensor, x_pos: Tensor, basis: Tensor, resid_neg: Tensor,
-                   resid_pos: Tensor) -> tuple[Tensor, Tensor]:
+def theorem1_bound(x_neg: Tensor, x_pos: Tensor, basis: Tensor) -> tuple[Tensor, Tensor]:
     """Theorem 1's bound and the actual |⟨x_n, x_p⟩| for every (negative, positive) pair.
 
     x_neg (N, d), x_pos (P, d) in ResRL's space; basis (d, k) the subspace V_k (orthonormal
-    columns, zero columns allowed); resid_* = e(x) = ‖(I − P)x‖²/d as ResRL computes it (N,), (P,).
-    Returns (bound (N, P), actual (N, P)). The bound uses e only through √(‖x_n‖² − d e(x_n)) =
-    ‖P x_n‖ and √(d e(x_p)) = ‖(I − P) x_p‖, so a wrong residual or a wrong projector shows up
-    as violations."""
-    d = x_neg.shape[1]
-    proj_pos = torch.linalg.vector_norm(x_pos @ basis, dim=1)                       # ‖P x_p‖ (P,)
-    in_neg = (x_neg.square().sum(dim=1) - d * resid_neg).clamp(min=0.0).sqrt()      # (N,)
-    out_pos = (d * resid_pos).clamp(min=0.0).sqrt()                                 # (P,)
+    columns, zero columns allowed). Returns (bound (N, P), actual (N, P)).
+
+    The bound's two factors ‖P x_n‖ = √(‖x_n‖² − d e(x_n)) and ‖(I − P) x_p‖ = √(d e(x_p)) are
+    computed here from the projections themselves, not from ResRL's residual e: a square root
+    turns e's absolute rounding error (≈ eps·d, the size of the terms that cancel in
+    ‖x‖² − ‖V_kᵀx‖²) into an error ≈ √(eps·d) of the bound — 1e-8 of ‖x_n‖‖x_p‖ in float64 —
+    which a check at the products' rounding scale would count as violations. So Theorem 1 checks
+    the projector (it holds exactly for any orthogonal projector: a wrong one shows up as
+    violations) and `residual_abs_errors` checks ResRL's e against ‖(I − P) x‖²/d on its own scale."""
+    proj_neg = x_neg @ basis                                                           # (N, k)
+    proj_pos = x_pos @ basis                                                           # (P, k)
+    in_neg = torch.linalg.vector_norm(proj_neg, dim=1)                                 # ‖P x_n‖ (N,)
+    in_pos = torch.linalg.vector_norm(proj_pos, dim=1)                                 # ‖P x_p‖ (P,)
+    out_pos = torch.linalg.vector_norm(x_pos - proj_pos @ basis.T, dim=1)              # ‖(I − P) x_p‖ (P,)
     norm_neg = torch.linalg.vector_norm(x_neg, dim=1)
-    bound = in_neg[:, None] * proj_pos[None, :] + norm_neg[:, None] * out_pos[None, :]
+    bound = in_neg[:, None] * in_pos[None, :] + norm_neg[:, None] * out_pos[None, :]
     actual = (x_neg @ x_pos.T).abs()
     return bound, actual
 
 
+def residual_abs_errors(x: Tensor, basis: Tensor, resid: Tensor) -> Tensor:
+    """|e(x) − ‖(I − P) x‖²/d| per token: ResRL's residual energy (computed by resrl.core from
+    per-token statistics, never forming x) against the explicit projection.
+
+    x (N, d), basis (d, k), resid (N,) -> (N,). The terms that cancel in e are of size ~1 per
+    feature (LN(h) has unit variance), so e's rounding error is ~eps of its dtype, absolute."""
+    d = x.shape[1]
+    explicit = (x - (x @ basis) @ basis.T).square().sum(dim=1) / d
+    return (resid - explicit).abs()
+
+
+def theorem1_rtol(d: int, dtype: torch.dtype) -> float:
+    """The rounding scale of Theorem 1's two sides relative to ‖x_n‖‖x_p‖ in `dtype`: a length-d
+    dot product errs by at most γ_d ≈ d·eps (Higham, Accuracy and Stability, §3.1), and the bound
+    has a few such products and norms; 4·d·eps covers them (3e-14 at d = 32 in float64)."""
+    return 4.0 * d * torch.finfo(dtype).eps
+
+
 def theorem1_summary(bound: Tensor, actual: Tensor, x_neg: Tensor, x_pos: Tensor,
-                     rtol: float = 1e-9) -> dict[str, float]:
-    """Violations (actual > bound + rtol·‖x_n‖‖x_p‖, the rounding scale of the products) and the
-    tightness bound / actual over the pairs with a non-negligible actual (> 1e-6 of that scale).
+                     rtol: float | None = None) -> dict[str, float]:
+    """Violations (actual > bound + rtol·‖x_n‖‖x_p‖, rtol by default `theorem1_rtol` of the inputs'
+    dimension and dtype) and the tightness bound / actual over the pairs with a non-negligible
+    actual (> 1e-6 of that scale).
     Returns python numbers: pairs, violations, tightness_median, tightness_p10, tightness_p90."""
+    if rtol is None:
+        rtol = theorem1_rtol(x_neg.shape[1], x_neg.dtype)
     scale = torch.linalg.vector_norm(x_neg, dim=1)[:, None] * torch.linalg.vector_norm(x_pos, dim=1)[None, :]
     violations = int((actual > bound + rtol * scale).sum())
     sig = actual > 1e-6 * scale
@@ -142,4 +169,4 @@ def representation_alignment(x_neg: Tensor, x_pos: Tensor, chunk: int = 1024) ->
 
 
 __all__ = ["logit_gradients", "head_gradient_autograd", "lemma1_errors", "interference", "theorem1_bound",
-           "theorem1_summary", "representation_alignment"]
+           "residual_abs_errors", "theorem1_rtol", "theorem1_summary", "representation_alignment"]
