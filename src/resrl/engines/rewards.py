@@ -9,10 +9,15 @@ per-step metrics as `reward/<key>`.
 
 from __future__ import annotations
 
+import logging
+import math
+import numbers
+import threading
+from typing import Callable
+
 from resrl.errors import InputError
 
-import math
-from typing import Callable
+logger = logging.getLogger(__name__)
 
 
 def completion_text(completion) -> str:
@@ -25,16 +30,112 @@ def completion_text(completion) -> str:
     raise TypeError(f"unexpected completion type {type(completion).__name__}")
 
 
+# What a reward function can do wrong with one item, each counted as `reward/<kind>` every step.
+FAULT_KINDS = ("errors", "timeouts", "nonfinite", "wrong_type")
+ON_ERROR = ("zero", "raise")
+
+
+class RewardFaultError(InputError):
+    """reward.on_error = "raise": a reward function failed on an item (the message names the
+    reward, the fault and the row)."""
+
+
+def _check_value(value) -> tuple[float, str | None, str]:
+    """One returned score -> (score, fault kind or None, detail). None is TRL's "does not apply"
+    (scored 0, not a fault); bool / int / float / numpy or 0-d torch numbers are scores; a NaN or
+    inf is a `nonfinite` fault; anything else (a string, a list, an object) is `wrong_type`."""
+    if value is None:
+        return 0.0, None, ""
+    if isinstance(value, (str, bytes)) or not isinstance(value, numbers.Real) and not _is_scalar_tensor(value):
+        return 0.0, "wrong_type", f"returned {type(value).__name__} {str(value)[:40]!r}, not a number"
+    x = float(value)
+    if not math.isfinite(x):
+        return 0.0, "nonfinite", f"returned {x}"
+    return x, None, ""
+
+
+def _is_scalar_tensor(value) -> bool:
+    return hasattr(value, "item") and getattr(value, "ndim", None) == 0 and not isinstance(value, (str, bytes))
+
+
+def call_with_deadline(fn: Callable, args: tuple, timeout_s: float | None, name: str):
+    """fn(*args), or raise TimeoutError when it runs past `timeout_s` (None: no limit).
+
+    In-process code cannot be killed: the call goes on in a daemon thread, abandoned (a reward
+    that must be stopped runs with reward.isolate: true, in worker processes that are)."""
+    if timeout_s is None:
+        return fn(*args)
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn(*args)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"resrl-reward-{name}", daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    if worker.is_alive():
+        raise TimeoutError(f"no result after {timeout_s:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+class FaultLog:
+    """Counts a reward's faults per kind, logs the first of each kind with the reward and the row,
+    or raises `RewardFaultError` for the first one (on_error = "raise")."""
+
+    def __init__(self, name: str, on_error: str = "zero"):
+        if on_error not in ON_ERROR:
+            raise InputError(f"config key 'reward.on_error' must be one of {list(ON_ERROR)}, got {on_error!r}")
+        self.name, self.on_error = name, on_error
+        self.logged: set[str] = set()
+
+    def report(self, faults: list[tuple[int, str, str]], rows: list[str]) -> dict[str, float]:
+        """faults: (item index, kind, detail); rows[i] names item i's data row. -> counts per kind."""
+        counts = dict.fromkeys(FAULT_KINDS, 0.0)
+        for i, kind, detail in faults:
+            counts[kind] += 1
+            where = f"reward {self.name!r}: {kind.replace('_', ' ')} on {rows[i]} (item {i}): {detail}"
+            if self.on_error == "raise":
+                raise RewardFaultError(f"{where} (reward.on_error: raise; 'zero' scores such items 0)")
+            if kind not in self.logged:
+                self.logged.add(kind)
+                logger.warning("%s; scored 0, further ones counted in reward/%s", where, kind)
+        return counts
+
+
+def row_names(columns: dict, n: int) -> list[str]:
+    """How a fault names item i's row: the dataset's `id` column, else the prompt's start."""
+    ids = columns.get("id")
+    if isinstance(ids, (list, tuple)) and len(ids) == n:
+        return [f"row id {v!r}" for v in ids]
+    prompts = columns.get("prompts") or [None] * n
+    return [f"the row with prompt {completion_text(p)[:60]!r}" if p is not None else "a row" for p in prompts]
+
+
 class RewardAdapter:
-    """TRL reward function around a project reward function; the dataset needs an `answer` column."""
+    """TRL reward function around a project reward function; the dataset needs an `answer` column.
+
+    Faults of the function are the item's score 0 and a count in `reward/<kind>` (FAULT_KINDS),
+    with one log line naming the reward and the row the first time, or one `RewardFaultError`
+    (on_error = "raise"): an exception (the batch is then scored item by item, so that only the
+    items that raise score 0), a call past `timeout_s` (in-process deadline of one call, None for
+    none: the built-in rewards bound their own items), a NaN / inf, a value that is not a number,
+    a list of the wrong length. An isolated function (IsolatedReward) reports its items' faults in
+    `last_faults`."""
 
     def __init__(self, fn: Callable[[list[str], list[str]], list[float]], name: str | None = None,
-                 answer_column: str = "answer"):
+                 answer_column: str = "answer", on_error: str = "zero", timeout_s: float | None = None):
         if not callable(fn):
             raise TypeError(f"reward function must be callable, got {fn!r}")
         self.fn = fn
         self.answer_column = answer_column
+        self.timeout_s = timeout_s
         self.__name__ = name or getattr(fn, "__name__", None) or type(fn).__name__
+        self.faults = FaultLog(self.__name__, on_error)
 
     def __call__(self, prompts, completions, log_metric=None, **columns) -> list[float]:
         if self.answer_column not in columns:
@@ -42,29 +143,92 @@ class RewardAdapter:
                              f"(columns: {sorted(k for k in columns if k not in ('trainer_state', 'log_extra'))})")
         texts = [completion_text(c) for c in completions]
         answers = ["" if a is None else str(a) for a in columns[self.answer_column]]
-        scores = list(self.fn(texts, answers))
-        if len(scores) != len(texts):
-            raise InputError(f"reward function {self.__name__} returned {len(scores)} scores for {len(texts)} completions")
-        out = []
-        for i, s in enumerate(scores):
-            s = float(s) if s is not None else 0.0
-            out.append(s if math.isfinite(s) else 0.0)
+        scores, faults = self._score(texts, answers)
+        counts = self.faults.report(faults, row_names({**columns, "prompts": prompts}, len(texts)))
         stats = getattr(self.fn, "last_stats", None)
-        if log_metric is not None and isinstance(stats, dict):
+        stats = dict(stats) if isinstance(stats, dict) else {}
+        if log_metric is not None:
+            for kind in FAULT_KINDS:  # every step, 0 included: a dashboard shows when faults start
+                extra = stats.pop(kind, 0.0)
+                log_metric(f"reward/{kind}", counts[kind] + (float(extra) if isinstance(extra, (int, float)) else 0.0))
             for key, value in sorted(stats.items()):
                 if isinstance(value, (int, float)) and not isinstance(value, bool):
                     log_metric(f"reward/{key}", float(value))
-        return out
+        return scores
+
+    def _score(self, texts: list[str], answers: list[str]) -> tuple[list[float], list[tuple[int, str, str]]]:
+        n = len(texts)
+        try:
+            raw = call_with_deadline(self.fn, (texts, answers), self.timeout_s, self.__name__)
+        except TimeoutError as exc:
+            return [0.0] * n, [(i, "timeouts", str(exc)) for i in range(n)]
+        except Exception as exc:  # noqa: BLE001 — user code: score item by item to find the items that raise
+            return self._score_items(texts, answers, exc)
+        try:
+            raw = list(raw)
+        except TypeError:
+            return [0.0] * n, [(i, "wrong_type", f"returned {type(raw).__name__}, not a list of {n} scores")
+                               for i in range(n)]
+        if len(raw) != n:
+            return [0.0] * n, [(i, "wrong_type", f"returned {len(raw)} scores for {n} completions") for i in range(n)]
+        scores, faults = [], []
+        for i, value in enumerate(raw):
+            x, kind, detail = _check_value(value)
+            scores.append(x)
+            if kind is not None:
+                faults.append((i, kind, detail))
+        for i, kind, detail in getattr(self.fn, "last_faults", None) or ():  # isolated items
+            scores[i] = 0.0
+            faults.append((i, kind, detail))
+        return scores, faults
+
+    def _score_items(self, texts, answers, batch_error: Exception):
+        scores, faults = [], []
+        for i, (text, answer) in enumerate(zip(texts, answers)):
+            try:
+                raw = call_with_deadline(self.fn, ([text], [answer]), self.timeout_s, self.__name__)
+            except TimeoutError as exc:
+                scores.append(0.0)
+                faults.append((i, "timeouts", str(exc)))
+                continue
+            except Exception as exc:  # noqa: BLE001
+                scores.append(0.0)
+                faults.append((i, "errors", f"{type(exc).__name__}: {exc}"))
+                continue
+            raw = list(raw) if isinstance(raw, (list, tuple)) else None
+            if raw is None or len(raw) != 1:
+                scores.append(0.0)
+                faults.append((i, "wrong_type", "returned no list of 1 score for 1 completion"))
+                continue
+            x, kind, detail = _check_value(raw[0])
+            scores.append(x)
+            if kind is not None:
+                faults.append((i, kind, detail))
+        if not faults:  # every item alone is fine: the batch call itself fails
+            return [0.0] * len(texts), [(i, "errors", f"{type(batch_error).__name__}: {batch_error} "
+                                               "(the batch call; each item alone scores)") for i in range(len(texts))]
+        return scores, faults
 
 
-def _score_one(fn, completion: str, answer: str) -> float:
-    return float(fn([completion], [answer])[0])
+def _score_one(fn, completion: str, answer: str):
+    value = list(fn([completion], [answer]))
+    if len(value) != 1:
+        raise ValueError(f"returned {len(value)} scores for 1 completion")
+    return value[0] if value[0] is None or isinstance(value[0], (int, float)) else _plain(value[0])
+
+
+def _plain(value):
+    """A score as a picklable python value for the trip back from the worker (a numpy or 0-d torch
+    number becomes a float; anything else goes back as its repr, to be reported as wrong_type)."""
+    if _is_scalar_tensor(value) or isinstance(value, numbers.Real):
+        return float(value)
+    return f"<{type(value).__name__}>"
 
 
 class IsolatedReward:
     """A user reward scored item by item in `resrl.rewards.isolation.IsolatedPool` workers: an item
-    that runs past `timeout_s` (or crashes its worker) scores 0 and is counted in
-    `last_stats["timeouts"]` / `["errors"]`; training never hangs on it."""
+    that runs past `timeout_s`, raises or crashes its worker scores 0 and is listed in `last_faults`
+    ((index, kind, detail), for RewardAdapter to count, log or raise); training never hangs on it."""
 
     def __init__(self, fn, timeout_s: float = 5.0, num_workers: int = 2):
         from resrl.rewards.isolation import IsolatedPool
@@ -72,14 +236,15 @@ class IsolatedReward:
         self.fn = fn
         self.__name__ = getattr(fn, "__name__", None) or type(fn).__name__
         self._pool = IsolatedPool(_ScoreOne(fn), timeout_s=timeout_s, num_workers=num_workers)
-        self.last_stats: dict[str, float] = {}
+        self.timeout_s = timeout_s
+        self.last_faults: list[tuple[int, str, str]] = []
 
-    def __call__(self, completions: list[str], answers: list[str]) -> list[float]:
+    def __call__(self, completions: list[str], answers: list[str]) -> list:
         results = self._pool.map(list(zip(completions, answers)))
-        scores = [float(r.value) if (not r.timed_out and r.error is None) else 0.0 for r in results]
-        self.last_stats = {"timeouts": float(sum(r.timed_out for r in results)),
-                           "errors": float(sum(r.error is not None and not r.timed_out for r in results))}
-        return scores
+        self.last_faults = [(i, "timeouts", f"no result after {self.timeout_s:g} s") if r.timed_out
+                            else (i, "errors", str(r.error))
+                            for i, r in enumerate(results) if r.timed_out or r.error is not None]
+        return [r.value if (not r.timed_out and r.error is None) else 0.0 for r in results]
 
     def close(self) -> None:
         self._pool.close()
@@ -91,7 +256,7 @@ class _ScoreOne:
     def __init__(self, fn):
         self.fn = fn
 
-    def __call__(self, completion: str, answer: str) -> float:
+    def __call__(self, completion: str, answer: str):
         return _score_one(self.fn, completion, answer)
 
 
@@ -101,12 +266,21 @@ class EnvironmentReward:
 
     __name__ = "env"
 
+    def __init__(self, on_error: str = "zero"):
+        self.faults = FaultLog(self.__name__, on_error)
+
     def __call__(self, prompts, completions, env_reward=None, log_metric=None, **columns) -> list[float]:
         if env_reward is None:
             raise InputError("reward.function 'env' needs multi-turn rollouts (config section env): "
                              "no env_reward came with the completions")
-        out = []
-        for r in env_reward:
-            value = float(r) if r is not None else 0.0
-            out.append(value if math.isfinite(value) else 0.0)
+        out, faults = [], []
+        for i, r in enumerate(env_reward):
+            x, kind, detail = _check_value(r)
+            out.append(x)
+            if kind is not None:
+                faults.append((i, kind, detail))
+        counts = self.faults.report(faults, row_names({**columns, "prompts": prompts}, len(out)))
+        if log_metric is not None:
+            for kind in FAULT_KINDS:
+                log_metric(f"reward/{kind}", counts[kind])
         return out

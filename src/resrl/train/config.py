@@ -69,11 +69,20 @@ class DataSection:
 @dataclass
 class RewardSection:
     function: str = "math"  # a name of resrl.rewards.registry (math, exact, code, ...) or "module:function"
-    timeout_s: float = 5.0  # per-item wall-clock limit of isolated scoring (a timed-out item scores 0)
+    # wall-clock limit: of each item when isolated; of each call (one step's completions) of an
+    # in-process "module:function" (the call is abandoned, its items score 0 as timeouts); the
+    # built-in rewards bound their own items with it (math, code, rg)
+    timeout_s: float = 5.0
     num_workers: int = 2  # scoring processes
     # run a user "module:function" item by item in worker processes with timeout_s (the math
     # verifier is always isolated); off by default because it forks the trainer process
     isolate: bool = False
+    # what a fault of the reward function does — an exception, a timeout, a NaN / inf, a value that
+    # is not a number: "zero" scores the item 0, counts it in reward/<errors|timeouts|nonfinite|
+    # wrong_type> and logs the first of each kind naming the reward and the row; "raise" stops the
+    # run with one error naming them. An exception from a batch call is retried item by item, so
+    # only the items that raise score 0.
+    on_error: str = "zero"
 
 
 @dataclass
@@ -305,6 +314,8 @@ class TrainConfig:
             )
         if self.reward.timeout_s <= 0:
             raise ConfigError(f"config key 'reward.timeout_s' must be > 0, got {self.reward.timeout_s}")
+        if self.reward.on_error not in ("zero", "raise"):
+            raise ConfigError(f"config key 'reward.on_error' must be 'zero' or 'raise', got {self.reward.on_error!r}")
         if self.reward.num_workers < 1:
             raise ConfigError(f"config key 'reward.num_workers' must be >= 1, got {self.reward.num_workers}")
         if self.engine.max_refill_rounds < 0:

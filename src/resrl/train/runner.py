@@ -225,24 +225,29 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 def _load_reward(config: TrainConfig, reward_fn):
     from resrl.engines.rewards import EnvironmentReward, RewardAdapter
 
-    if reward_fn is None and config.reward.function == "env":  # multi-turn: the environment scores
-        return EnvironmentReward()
+    r = config.reward
+    if reward_fn is None and r.function == "env":  # multi-turn: the environment scores
+        return EnvironmentReward(on_error=r.on_error)
+    deadline = None
     if reward_fn is None:
         from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
 
-        spec, r = config.reward.function, config.reward
+        spec = r.function
         try:
             reward_fn = load_reward_function(spec, timeout_s=r.timeout_s, num_workers=r.num_workers)
         except ValueError as exc:
             raise ConfigError(f"config key 'reward.function': {exc}") from exc
-        if r.isolate and spec not in BUILTIN_REWARDS:
-            from resrl.engines.rewards import IsolatedReward
+        if spec not in BUILTIN_REWARDS:  # user code: bounded in worker processes, or in-process per call
+            if r.isolate:
+                from resrl.engines.rewards import IsolatedReward
 
-            reward_fn = IsolatedReward(reward_fn, timeout_s=r.timeout_s, num_workers=r.num_workers)
+                reward_fn = IsolatedReward(reward_fn, timeout_s=r.timeout_s, num_workers=r.num_workers)
+            else:
+                deadline = r.timeout_s
         name = spec.split(":")[-1]
-    else:
+    else:  # a Python callable: the caller's own code, called as it is (no deadline)
         name = getattr(reward_fn, "__name__", None) or "reward"
-    return RewardAdapter(reward_fn, name=name)
+    return RewardAdapter(reward_fn, name=name, on_error=r.on_error, timeout_s=deadline)
 
 
 def _multi_turn(config: TrainConfig, train_dataset):
