@@ -91,16 +91,58 @@ def test_families_serve_their_data_rewards_and_environments(tmp_path, monkeypatc
     assert step_factory("alfworld") == STEP_ENVS["alfworld"] and step_factory("m:f") == "m:f"
 
 
-def test_the_default_eval_reward_follows_the_families():
+def test_one_rule_picks_the_reward_of_the_data():
     math = [Problem("m1", "1+1?", "2", "m")]
     code = [Problem("c1", "code", "{}", "c", extra={"task": "code"})]
-    assert registry.default_eval_reward(["bfcl:simple", "bfcl:multi_turn_base"], {}) == "tool_call_exact"
-    assert registry.default_eval_reward(["bfcl:simple", "alfworld:valid_seen"], {}) == "tool_call_exact"
-    assert registry.default_eval_reward(["bfcl:simple", "aime24"], {"a": math}) == "math"
-    assert registry.default_eval_reward(["rg:leg_counting"], {"rg:leg_counting": math}) == "math"
-    assert registry.default_eval_reward(["humaneval", "my_code.jsonl"], {"HumanEval": code, "my": code}) == "code"
+    assert registry.reward_for_data(["bfcl:simple", "bfcl:multi_turn_base"], {}) == "tool_call_exact"
+    assert registry.reward_for_data(["bfcl:simple", "alfworld:valid_seen"], {}) == "tool_call_exact"
+    assert registry.reward_for_data(["bfcl:simple", "aime24"], {"a": math}) == "math"
+    # reasoning-gym data is scored by its own verifiers (was Math-Verify against the row's metadata)
+    assert registry.reward_for_data(["rg:leg_counting"], {"rg:leg_counting": math}) == "rg"
+    assert registry.reward_for_data(["rg:leg_counting"]) == "rg"
+    assert registry.reward_for_data(["humaneval"]) == "code"
+    assert registry.reward_for_data(["humaneval", "my_code.jsonl"], {"HumanEval": code, "my": code}) == "code"
+    assert registry.reward_for_data(["my_code.jsonl"], {"my": code}) == "code"  # rows recognised by content
+    assert registry.reward_for_data(["gsm8k"]) == registry.reward_for_data([]) == "math"
     with pytest.raises(InputError, match="mixes code and non-code"):
-        registry.default_eval_reward(["humaneval", "aime24"], {"HumanEval": code, "aime24": math})
+        registry.reward_for_data(["humaneval", "aime24"], {"HumanEval": code, "aime24": math})
+
+
+def test_train_eval_and_diagnose_follow_the_one_rule(tmp_path):
+    """rg: data is scored by the rg reward by default in `resrl train`, `resrl eval` and `resrl
+    diagnose`: a correct answer scores 1 in each."""
+    pytest.importorskip("reasoning_gym")
+    from resrl.diagnose.tasks import load_task
+    from resrl.eval.scoring import Scorer
+    from resrl.models.tiny import build_char_tokenizer
+    from resrl.tasks.reasoning_gym.data import load_rg_problems
+    from resrl.train import load_config
+    from resrl.train.runner import _load_reward
+
+    spec = "rg:basic_arithmetic"
+    problems = load_rg_problems(spec, split="test", limit=2)
+    answers = [p.answer for p in problems]
+    correct = [f"The result is \\boxed{{{p.extra['reference_answer']}}}." for p in problems]
+    # train: reward.function unset
+    cfg = load_config(None, [f"data.train={spec}"])
+    assert cfg.reward.function is None and cfg.reward_spec() == "rg"
+    adapter = _load_reward(cfg, None)
+    assert adapter(["p"] * 2, correct, answer=answers) == [1.0, 1.0]
+    # eval: the command's default reward, through its scorer
+    scorer = Scorer(registry.reward_for_data([spec], {spec: problems}))
+    try:
+        assert [v.correct for v in scorer(correct, answers)] == [True, True]
+    finally:
+        scorer.close()
+    # diagnose
+    task = load_task(spec, build_char_tokenizer(), limit=2)
+    try:
+        assert task.reward(correct, task.answers) == [1.0, 1.0]
+    finally:
+        if task.close:
+            task.close()
+    if getattr(adapter.fn, "close", None):
+        adapter.fn.close()
 
 
 @pytest.fixture
@@ -120,7 +162,7 @@ def toy_family(monkeypatch):
 
     family = registry.register_family(TaskFamily(name="toy", prefixes=("toy:",), load=load,
                                                  report_name=lambda spec: "Toy" + spec[4:], rewards={"toy": reward},
-                                                 diagnose_reward="toy"))
+                                                 data_reward="toy"))
     return family, calls
 
 

@@ -5,8 +5,9 @@
                            classed as shared prefix / first wrong token / after it
     NAME or FILE           any data set `resrl eval` reads (benchmark names, jsonl, parquet, a task
                            family's data such as rg:TASK[?k=v&...]), its held-out split where it has
-                           one, scored by `--reward` (default: the family's diagnose reward, e.g. rg
-                           for reasoning-gym, else math)
+                           one, scored by `--reward` (default: the data's reward by the rule of `resrl
+                           train` and `resrl eval`, `resrl.tasks.registry.reward_for_data`: rg for
+                           reasoning-gym, code for code rows, else math)
 """
 
 from __future__ import annotations
@@ -52,17 +53,17 @@ def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, rew
     from resrl.data.loaders import load_problems
     from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompts
     from resrl.rewards.registry import load_reward_function
-    from resrl.tasks.registry import default_reward, family_for_data
+    from resrl.tasks.registry import family_for_data, reward_for_data
 
     family = family_for_data(spec)
     if family is not None and family.load is not None:  # a family's data: its held-out split
         problems = family.load(spec, split="test", limit=limit)
     else:
         problems = load_problems(spec, data_dir=data_dir, limit=limit)
-    reward = reward or (family.diagnose_reward if family is not None else None)
+    reward = reward or reward_for_data([spec], {spec: problems})
     prompts = render_prompts(problems, tokenizer, instruction if instruction is not None else DEFAULT_INSTRUCTION,
                              use_chat_template)
-    fn = load_reward_function(reward or default_reward())
+    fn = load_reward_function(reward)
     return DiagnoseTask(spec, prompts, [p.answer for p in problems], fn, close=getattr(fn, "close", None),
                         seed_key=_file_key(spec))
 

@@ -92,7 +92,7 @@ def run_eval(args) -> int:
     from resrl.data.loaders import load_benchmarks
     from resrl.data.prompts import DEFAULT_INSTRUCTION
     from resrl.eval.runner import EvalConfig, evaluate
-    from resrl.tasks.registry import default_eval_reward, family_for_data, families
+    from resrl.tasks.registry import family_for_data, families, reward_for_data
 
     if args.threads is not None:
         if args.threads < 1:
@@ -112,7 +112,7 @@ def run_eval(args) -> int:
             specs.append(d)
     n = args.n if args.n is not None else 16
     benchmarks = load_benchmarks(specs, data_dir=args.data_dir) if specs else {}
-    reward = args.reward or default_eval_reward(args.data, benchmarks)
+    reward = args.reward or reward_for_data(args.data, benchmarks)
     config = EvalConfig(
         n=n, ks=args.k, temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
         batch_size=args.batch_size, seed=args.seed,

@@ -10,7 +10,7 @@ command-line sub-commands. The generic code asks this registry and names no fami
     resrl.rewards.registry family_for_reward(spec).rewards[...]
     resrl.envs.agents      family_for_data(spec).games(...)       (step-layout game lists)
     resrl.train            env_spec(env.name)                        (layouts, factories, rules)
-    resrl eval / diagnose  family_for_data(spec), default_eval_reward(...), Evaluator.run(...)
+    resrl eval / diagnose  family_for_data(spec), reward_for_data(...), Evaluator.run(...)
     resrl (the CLI)        command_modules()
 
     from resrl.tasks.registry import family_for_data, family_for_reward, family_for_env
@@ -152,10 +152,11 @@ class TaskFamily:
       scorers          reward name -> factory(timeout_s=..., num_workers=...) of an evaluation verifier
                        with `.score(completions, answers)` (keeps the extracted answers for maj@k)
       default          its reward scores the data no family claims (one family: math)
-      eval_reward      the reward `resrl eval` uses when every data set it scores is this family's
-      problems_reward  problems_reward({benchmark: problems}) -> the reward `resrl eval` uses for these
-                       problems when they are this family's, None when they are not (may refuse a mix)
-      diagnose_reward  the reward `resrl diagnose` uses for this family's data
+      data_reward      the reward its data is scored by when none is named — in `resrl train`,
+                       `resrl eval` and `resrl diagnose` alike (`reward_for_data`)
+      problems_reward  problems_reward({benchmark: problems}) -> the reward for these problems when
+                       they are this family's (rows recognised by content in a data file), None when
+                       they are not (may refuse a mix)
     Environments, evaluation, command line
       envs             EnvSpec per `env.name` it serves
       evaluator        Evaluator
@@ -174,9 +175,8 @@ class TaskFamily:
     reward_name: Callable[[str], str | None] | None = None
     scorers: dict[str, Callable[..., Any]] = field(default_factory=dict)
     default: bool = False
-    eval_reward: str | None = None
+    data_reward: str | None = None
     problems_reward: Callable[[dict], str | None] | None = None
-    diagnose_reward: str | None = None
     envs: tuple[EnvSpec, ...] = ()
     evaluator: Evaluator | None = None
     commands: tuple[str, ...] = ()
@@ -300,21 +300,23 @@ def eval_scorer(name: str) -> Callable[..., Any] | None:
     return next((f.scorers[name] for f in families() if name in f.scorers), None)
 
 
-def default_eval_reward(specs: Sequence[str], problems_by_benchmark: dict) -> str:
-    """The reward `resrl eval` uses without --reward: a family's `eval_reward` when every data set the
-    run scores with a reward is that family's (data sets an evaluator plays and scores itself are
-    not counted), else the first family's `problems_reward` for the loaded problems, else the
-    default family's reward."""
+def reward_for_data(specs: Sequence[str], problems_by_benchmark: dict | None = None) -> str:
+    """The reward a run scores its data with when none is named: the one rule of `resrl train`
+    (reward.function unset), `resrl eval` (no --reward) and `resrl diagnose` (no --reward).
+
+    A family's `data_reward` when every data set scored with a reward is that family's (data sets
+    an evaluator plays and scores itself are not counted), else the first family's
+    `problems_reward` for the loaded problems (None: not loaded), else the default family's reward."""
     owners = []
     for spec in specs:
         f = family_for_data(spec)
-        if f is not None and f.evaluator is not None and f.eval_reward is None and f.evaluator.takes(spec):
+        if f is not None and f.evaluator is not None and f.data_reward is None and f.evaluator.takes(spec):
             continue  # played and scored by the family's evaluator
         owners.append(f)
-    if owners and all(f is not None and f is owners[0] for f in owners) and owners[0].eval_reward:
-        return owners[0].eval_reward
+    if owners and all(f is not None and f is owners[0] for f in owners) and owners[0].data_reward:
+        return owners[0].data_reward
     for f in families():
-        if f.problems_reward is not None:
+        if f.problems_reward is not None and problems_by_benchmark:
             reward = f.problems_reward(problems_by_benchmark)
             if reward is not None:
                 return reward
@@ -329,4 +331,4 @@ def command_modules() -> list[str]:
 __all__ = ["BUILTIN_FAMILIES", "TaskFamily", "RowFormat", "EnvSpec", "Evaluator", "EvalRun", "EvalTools",
            "register_family", "families", "get_family", "family_for_data", "family_for_reward", "family_for_env",
            "env_spec", "reward_name_of", "reward_names", "data_names", "row_formats", "step_env_names",
-           "default_reward", "eval_scorer", "default_eval_reward", "command_modules"]
+           "default_reward", "eval_scorer", "reward_for_data", "command_modules"]

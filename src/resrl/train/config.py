@@ -68,7 +68,10 @@ class DataSection:
 
 @dataclass
 class RewardSection:
-    function: str = "math"  # a name of resrl.rewards.registry (math, exact, code, ...) or "module:function"
+    # a name of resrl.rewards.registry (math, exact, code, rg, ...) or "module:function"; unset: the
+    # reward of the training data's task family (rg for rg:TASK, code for code rows, math for the
+    # rest), the same rule as `resrl eval` and `resrl diagnose` without --reward; env with env.name
+    function: str | None = None
     # wall-clock limit: of each item when isolated; of each call (one step's completions) of an
     # in-process "module:function" (the call is abandoned, its items score 0 as timeouts); the
     # built-in rewards bound their own items with it (math, code, rg)
@@ -263,6 +266,18 @@ class TrainConfig:
         per_round_local = self.train.rollout_prompts * G // num_processes
         return micro, per_update_local // micro, per_round_local // micro
 
+    def reward_spec(self, problems: list | None = None) -> str:
+        """reward.function, or when it is unset: "env" with an env section, else the reward of the
+        training data by the rule `resrl eval` and `resrl diagnose` follow
+        (`resrl.tasks.registry.reward_for_data`; `problems`: the loaded rows of a data file, which
+        a family may recognise by content)."""
+        if self.reward.function is not None:
+            return self.reward.function
+        if self.env.name is not None:
+            return "env"
+        specs = [self.data.train] if self.data.train else []
+        return tasks.reward_for_data(specs, {self.data.train: problems} if problems else None)
+
     def validate(self, num_processes: int = 1, need_model: bool = True, need_data: bool = True) -> None:
         """Impossible combinations -> ConfigError naming the key. Cheap: no model is loaded."""
         from resrl.core.registry import ALGORITHMS
@@ -338,7 +353,7 @@ class TrainConfig:
                                   f"got r={lora.r}, alpha={lora.alpha}, dropout={lora.dropout}")
         if self.trl:
             check_trl_section(self.trl)
-        if (self.env.name is not None) != (self.reward.function == "env"):
+        if (self.env.name is not None) != (self.reward_spec() == "env"):
             raise ConfigError("config keys 'env.name' and 'reward.function': a multi-turn environment scores its own "
                               "trajectories, so set both (env.name: bfcl | module:function, reward.function: env) "
                               "or neither")

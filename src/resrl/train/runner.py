@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from resrl.tasks import registry as tasks
 from resrl.train.config import ConfigError, TrainConfig
 
 logger = logging.getLogger(__name__)
@@ -226,13 +227,20 @@ def _load_reward(config: TrainConfig, reward_fn):
     from resrl.engines.rewards import EnvironmentReward, RewardAdapter
 
     r = config.reward
-    if reward_fn is None and r.function == "env":  # multi-turn: the environment scores
+    spec = config.reward_spec() if reward_fn is None else None
+    if spec is not None and r.function is None and config.data.train and tasks.family_for_data(config.data.train) is None:
+        from resrl.data.loaders import load_problems  # a data file: its rows may name their family
+
+        spec = config.reward_spec(load_problems(config.data.train, data_dir=config.data.data_dir,
+                                                limit=config.data.max_problems or None))
+    if spec == "env":  # multi-turn: the environment scores
         return EnvironmentReward(on_error=r.on_error)
     deadline = None
     if reward_fn is None:
         from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
 
-        spec = r.function
+        if r.function is None:
+            logger.info("reward.function unset: scoring %s with the %r reward", config.data.train or "the data", spec)
         try:
             reward_fn = load_reward_function(spec, timeout_s=r.timeout_s, num_workers=r.num_workers)
         except ValueError as exc:

@@ -38,4 +38,4 @@ def _problems_reward(problems_by_benchmark: dict) -> str | None:
 
 FAMILY = TaskFamily(name="code", names=CODE_BENCHMARKS, load=_load, report_name=lambda spec: BENCHMARK_KEYS[spec.lower()],
                     rows=RowFormat(_is_row, _to_problem), rewards={"code": _reward, "code-fraction": _reward},
-                    problems_reward=_problems_reward)
+                    data_reward="code", problems_reward=_problems_reward)

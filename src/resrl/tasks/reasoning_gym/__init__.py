@@ -18,4 +18,4 @@ def _reward(spec: str, *, timeout_s: float = 5.0, num_workers: int = 2):
 
 
 FAMILY = TaskFamily(name="reasoning_gym", prefixes=("rg:",), load=_load, report_names_unique=False,
-                    rewards={"rg": _reward}, diagnose_reward="rg")
+                    rewards={"rg": _reward}, data_reward="rg")

@@ -72,7 +72,7 @@ def _eval_report(run) -> None:
 FAMILY = TaskFamily(
     name="tools", prefixes=(PREFIX,), load=_load, report_name=_report_name, report_names_unique=False,
     rows=RowFormat(_is_row, _to_problem), rewards={"tool_call": _reward, "tool_call_exact": _reward},
-    reward_name=_reward_name, eval_reward="tool_call_exact",
+    reward_name=_reward_name, data_reward="tool_call_exact",
     envs=(EnvSpec("bfcl", layouts=("concat",), concat_envs=_concat_envs,
                   data="a BFCL multi-turn category, e.g. bfcl:multi_turn_base"),),
     evaluator=Evaluator(takes=_multi_turn, run=_eval_report))
