@@ -18,6 +18,7 @@ from resrl.errors import InputError
 import json
 import logging
 import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -258,6 +259,26 @@ def _load_reward(config: TrainConfig, reward_fn):
     return RewardAdapter(reward_fn, name=name, on_error=r.on_error, timeout_s=deadline)
 
 
+def _build_trainer(trainer_class, model, reward, args, train_dataset, tokenizer, result, jsonl, on_log, callbacks,
+                   config: TrainConfig, rollout_func, step_rollout):
+    return trainer_class(
+        model=model,
+        reward_funcs=reward,
+        args=args,
+        train_dataset=train_dataset,
+        processing_class=tokenizer,
+        callbacks=[_metrics_callback(result, jsonl, on_log), *(callbacks or [])],
+        algorithm=config.algorithm,
+        loss_config=config.loss,
+        resrl_mode=config.engine.resrl_mode,
+        dynamic_sampling=config.engine.dynamic_sampling,
+        max_refill_rounds=config.engine.max_refill_rounds,
+        peft_config=lora_config(config),
+        rollout_func=rollout_func,
+        step_rollout=step_rollout,
+    )
+
+
 def _multi_turn(config: TrainConfig, train_dataset):
     """(train_dataset, TRL rollout_func) for the `env` section: a task family's environment (e.g.
     `bfcl`: the BFCL multi-turn entries of data.train), or a user factory `f(prompt) -> Environment`
@@ -412,22 +433,13 @@ def run_training(
 
     result = TrainResult(output_dir=output_dir)
     args = grpo_args(config, num_processes, use_cpu)
-    trainer = ResRLTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=args,
-        train_dataset=train_dataset,
-        processing_class=tokenizer,
-        callbacks=[_metrics_callback(result, jsonl, on_log), *(callbacks or [])],
-        algorithm=config.algorithm,
-        loss_config=config.loss,
-        resrl_mode=config.engine.resrl_mode,
-        dynamic_sampling=config.engine.dynamic_sampling,
-        max_refill_rounds=config.engine.max_refill_rounds,
-        peft_config=lora_config(config),
-        rollout_func=rollout_func,
-        step_rollout=step_rollout,
-    )
+    with warnings.catch_warnings():
+        # TRL warns on every run that `rollout_func` is experimental; resrl's multi-turn layout is
+        # built on it deliberately (tests/test_train_multiturn.py guards the API), so the notice is
+        # for whoever calls TRL directly, not for `resrl train`'s user
+        warnings.filterwarnings("ignore", message="You are using 'rollout_func'", category=UserWarning)
+        trainer = _build_trainer(ResRLTrainer, model, reward, args, train_dataset, tokenizer, result, jsonl,
+                                 on_log, callbacks, config, rollout_func, step_rollout)
     if trainer.accelerator.num_processes != num_processes:  # the batch was sized for num_processes
         raise RuntimeError(f"the launcher started {num_processes} process(es) (WORLD_SIZE) but TRL's accelerator "
                            f"sees {trainer.accelerator.num_processes}")
