@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from resrl.checkpoint import STAGING, publish, rotate
+from resrl.checkpoint import STAGING, clear_leftovers, publish, rotate
 
 
 # the engine's own resumable state (e.g. dynamic sampling's refill-stream position), JSON
@@ -39,8 +39,9 @@ def save_atomically(args, accelerator, global_step: int, write: Callable[[], Non
     run_dir = args.output_dir
     staging_root = os.path.join(run_dir, STAGING)
     name = f"checkpoint-{global_step}"
-    if accelerator.is_main_process:
+    if accelerator.is_main_process:  # what a crash left: a partial write, an interrupted deletion
         shutil.rmtree(staging_root, ignore_errors=True)
+        clear_leftovers(run_dir)
     accelerator.wait_for_everyone()
     limit = args.save_total_limit
     args.output_dir, args.save_total_limit = staging_root, None
