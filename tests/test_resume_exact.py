@@ -190,3 +190,33 @@ def test_resume_is_exact_after_every_checkpoint_step_layout(model_dir, tmp_path,
     # 4 games, 2 per round: 2 steps per epoch
     full, _ = _check_chain(make, dict, tmp_path, recorder, max_steps=4, steps_per_epoch=2)
     assert len({g for r in full["rounds"] for g in r}) == 4
+
+
+def test_refill_stream_shards_whole_groups_and_resumes_from_its_state():
+    from types import SimpleNamespace
+
+    data = [{"prompt": f"p{i}"} for i in range(10)]
+
+    def stream(rank):  # 2 processes, 4 prompts x G=2 per refill batch: 4 rows per process
+        return dynamic_sampling.RefillStream(data, SimpleNamespace(process_index=rank), group_size=2,
+                                             generation_batch_size=8, local_batch_size=4, seed=1)
+
+    ranks = [stream(0), stream(1)]
+    assert ranks[0].batches_per_epoch == 2  # 10 prompts: 2 whole batches of 4 per epoch
+    served = [[[x["prompt"] for x in s.next_batch()] for s in ranks] for _ in range(5)]  # 2.5 epochs
+    for local0, local1 in served:
+        rows = local0 + local1
+        assert rows[::2] == rows[1::2]                    # G = 2 copies of a prompt in a row, on one process
+        assert len(set(rows)) == 4                        # 4 distinct prompts per batch
+    epoch0 = {p for b in served[:2] for part in b for p in part}
+    assert len(epoch0) == 8                               # no prompt twice inside an epoch
+    assert served[:2] != served[2:4]                      # the next epoch has another order
+
+    # a stream restored from a state continues as the original does, in and across epochs
+    for k in range(5):
+        fresh = stream(1)
+        original = stream(1)
+        for _ in range(k):
+            original.next_batch()
+        fresh.load_state_dict(json.loads(json.dumps(original.state_dict())))
+        assert [x["prompt"] for x in fresh.next_batch()] == served[k][1]
