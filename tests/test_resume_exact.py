@@ -8,6 +8,7 @@ layout, dynamic sampling)."""
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -75,10 +76,11 @@ def recorder(monkeypatch):
 
 
 def _check_chain(make_config, run_kwargs, tmp_path, recorder, max_steps: int, steps_per_epoch: int):
-    """Uninterrupted run, then the chain stopped after every checkpoint; returns (full, chain) records."""
+    """Uninterrupted run, then the chain stopped after every checkpoint, then one resumed run crossing the
+    epoch boundary; returns the (full, chain) records."""
     assert max_steps == 2 * steps_per_epoch
     full_dir, chain_dir = tmp_path / "full", tmp_path / "chain"
-    run_training(make_config(full_dir), **run_kwargs())
+    run_training(make_config(full_dir, "checkpoint.save_total_limit=null"), **run_kwargs())
     full = {k: list(v) for k, v in recorder.items()}
     assert full["loaded"] == []
     assert len(full["rounds"]) == max_steps
@@ -119,13 +121,26 @@ def _check_chain(make_config, run_kwargs, tmp_path, recorder, max_steps: int, st
     assert full_w.keys() == chain_w.keys()
     different = [k for k in full_w if not torch.equal(full_w[k], chain_w[k])]
     assert different == []
+
+    # one resumed run that crosses the epoch boundary itself: from the step before it to the end
+    # (the killed run's log lines after that checkpoint are in metrics.jsonl: trimmed on resume)
+    cross_dir, start = tmp_path / "cross", steps_per_epoch - 1
+    shutil.copytree(full_dir / f"checkpoint-{start}", cross_dir / f"checkpoint-{start}")
+    shutil.copy(full_dir / "metrics.jsonl", cross_dir / "metrics.jsonl")
+    before = {k: len(v) for k, v in recorder.items()}
+    run_training(make_config(cross_dir), **run_kwargs(), resume=True)
+    assert recorder["loaded"][before["loaded"]:] == [str(cross_dir / f"checkpoint-{start}")]
+    assert recorder["rounds"][before["rounds"]:] == full["rounds"][start:]
+    assert _logged(cross_dir) == _logged(full_dir)
+    cross_w = load_file(cross_dir / "model" / "model.safetensors")
+    assert [k for k in full_w if not torch.equal(full_w[k], cross_w[k])] == []
     return full, chain
 
 
 def _single_turn_config(model_dir, *extra):
-    def make(out):
+    def make(out, *more):
         return load_config(None, overrides(model_dir, out, "algorithm.name=grpo", "train.max_steps=8",
-                                           "checkpoint.save_steps=1", *extra))
+                                           "checkpoint.save_steps=1", *extra, *more))
     return make
 
 
@@ -154,12 +169,12 @@ def test_resume_is_exact_after_every_checkpoint_multi_turn(model_dir, tmp_path, 
 
     monkeypatch.setattr(multiturn.HFStepPolicy, "__call__", short_messages)
 
-    def make(out):
+    def make(out, *more):
         return load_config(None, overrides(model_dir, out, "algorithm.name=grpo", "train.max_steps=4",
                                            "train.rollout_prompts=2", "train.group_size=2",
                                            "env.name=train_helpers:make_two_step_env", "reward.function=env",
                                            "env.max_turns=3", "env.max_step_tokens=6",
-                                           "train.max_completion_length=48", "checkpoint.save_steps=1"))
+                                           "train.max_completion_length=48", "checkpoint.save_steps=1", *more))
 
     # 4 prompts, 2 per round: 2 steps per epoch
     _check_chain(make, lambda: dict(train_dataset=toy_dataset(4)), tmp_path, recorder, max_steps=4,
@@ -178,14 +193,14 @@ def test_resume_is_exact_after_every_checkpoint_step_layout(model_dir, tmp_path,
     monkeypatch.setattr(multiturn, "HFStepPolicy", scripted)
     games = write_games(tmp_path / "games.jsonl", n=4)
 
-    def make(out):
+    def make(out, *more):
         return load_config(None, [
             f"model.path={model_dir}", f"data.train={games}", "reward.function=env",
             "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", "env.history_window=2", "env.max_steps=4",
             "env.max_step_tokens=32", "env.num_workers=1", f"train.output_dir={out}", "train.max_steps=4",
             "train.rollout_prompts=2", "train.group_size=2", "train.learning_rate=0.01", "train.max_prompt_length=700",
             "train.seed=0", "loss.agg=token-mean", "log.progress=false", "log.report_to=[none]",
-            "algorithm.name=gigpo", "checkpoint.save_steps=1"])
+            "algorithm.name=gigpo", "checkpoint.save_steps=1", *more])
 
     # 4 games, 2 per round: 2 steps per epoch
     full, _ = _check_chain(make, dict, tmp_path, recorder, max_steps=4, steps_per_epoch=2)
