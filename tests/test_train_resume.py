@@ -62,3 +62,97 @@ def test_crash_mid_checkpoint_then_resume_matches_uninterrupted(model_dir, tmp_p
     assert steps == [1, 2, 3, 4]
     assert not (crashed_dir / STAGING).exists()
     assert (crashed_dir / "model" / "config.json").is_file()
+
+
+# ---- rotation: a checkpoint leaves the run whole ---------------------------------------------------
+
+class Killed(BaseException):
+    """A kill: nothing after it runs (not caught by `except Exception` nor by ignore_errors)."""
+
+
+def _kill_deleting(monkeypatch, victim: str, victims: list):
+    """shutil.rmtree on a directory named like `victim` removes optimizer.pt, then the process dies."""
+    import shutil
+    from pathlib import Path
+
+    real = shutil.rmtree
+
+    def rmtree(path, *args, **kwargs):
+        path = Path(path)
+        if not victims and path.name.endswith(victim) and (path / "optimizer.pt").exists():
+            victims.append(path.name)
+            (path / "optimizer.pt").unlink()  # the deletion got one file far
+            raise Killed
+        return real(path, *args, **kwargs)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    return real
+
+
+def _complete(path) -> bool:
+    return all((path / name).is_file() for name in ("trainer_state.json", "optimizer.pt", "model.safetensors"))
+
+
+def test_kill_during_rotation_leaves_no_half_deleted_checkpoint(model_dir, tmp_path, monkeypatch):
+    import shutil
+
+    run = tmp_path / "run"
+
+    def cfg(steps):
+        return load_config(None, overrides(model_dir, run, "algorithm.name=grpo", f"train.max_steps={steps}",
+                                           "checkpoint.save_steps=1", "checkpoint.save_total_limit=2"))
+
+    victims: list = []
+    real_rmtree = _kill_deleting(monkeypatch, "checkpoint-1", victims)
+    with pytest.raises(Killed):  # the third save publishes checkpoint-3, then rotation deletes checkpoint-1
+        run_training(cfg(3), train_dataset=toy_dataset(), reward_fn=length_reward)
+    monkeypatch.setattr(shutil, "rmtree", real_rmtree)
+    assert len(victims) == 1 and victims[0].endswith("checkpoint-1")  # the kill really hit the deletion
+    names = [p.name for p in list_checkpoints(run)]
+    assert names == ["checkpoint-2", "checkpoint-3"]  # the half-deleted checkpoint-1 is out of sight
+    assert all(_complete(p) for p in list_checkpoints(run))
+    assert latest_checkpoint(run).name == "checkpoint-3"
+    assert victims == [".deleting-checkpoint-1"]  # renamed first, then deleted
+    assert (run / ".deleting-checkpoint-1").is_dir()
+
+    # the next save clears the leftover; the resumed run continued from checkpoint-3
+    resumed = run_training(cfg(4), train_dataset=toy_dataset(), reward_fn=length_reward, resume=True)
+    assert [m["step"] for m in resumed.metrics] == [4]
+    assert sorted(p.name for p in run.iterdir() if p.name.startswith(".deleting")) == []
+    assert [p.name for p in list_checkpoints(run)] == ["checkpoint-3", "checkpoint-4"]
+
+
+def _fake_checkpoint(path, step):
+    path.mkdir(parents=True)
+    for name in ("optimizer.pt", "model.safetensors"):
+        (path / name).write_text(name)
+    (path / "trainer_state.json").write_text(__import__("json").dumps({"global_step": step}))
+
+
+def test_interrupted_rotation_and_replacement_are_never_seen(tmp_path, monkeypatch):
+    import resrl.checkpoint as ckpt
+
+    for step in (1, 2, 3):
+        _fake_checkpoint(tmp_path / f"checkpoint-{step}", step)
+    victims: list = []
+    _kill_deleting(monkeypatch, "checkpoint-2", victims)
+    with pytest.raises(Killed):
+        ckpt.rotate(tmp_path, keep=1)  # deletes checkpoint-1, then dies deleting checkpoint-2
+    assert len(victims) == 1 and victims[0].endswith("checkpoint-2")
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-3"]
+    assert latest_checkpoint(tmp_path).name == "checkpoint-3"
+    assert victims == [".deleting-checkpoint-2"]
+
+    # the same step published again: the old copy goes out of sight before the new one comes in
+    victims.clear()
+    _kill_deleting(monkeypatch, "checkpoint-3", victims)
+    _fake_checkpoint(tmp_path / "staged", 3)
+    (tmp_path / "staged" / "new").write_text("")
+    with pytest.raises(Killed):
+        ckpt.publish(tmp_path / "staged", tmp_path / "checkpoint-3")
+    assert latest_checkpoint(tmp_path).name == "checkpoint-3" and (tmp_path / "checkpoint-3" / "new").is_file()
+    assert [p.name for p in list_checkpoints(tmp_path)] == ["checkpoint-3"]
+    assert victims == [".deleting-checkpoint-3"]
+    monkeypatch.undo()
+    ckpt.clear_leftovers(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint-3"]

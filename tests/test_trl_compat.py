@@ -253,6 +253,7 @@ def test_planted_signature_changes_are_seen():
         def _loss(self, model, inputs): ...                                                # renamed method
         def _save_checkpoint(self, model, trial): ...
         def _load_from_checkpoint(self, resume_from_checkpoint, model=None): ...
+        def _get_train_sampler(self, dataset=None): ...
         def training_step(self, model, inputs, num_items_in_batch): ...
 
     problems = method_problems(Renamed)
@@ -334,6 +335,61 @@ def test_checkpoint_folder_name():
 
     assert PREFIX_CHECKPOINT_DIR == "checkpoint"
     assert "super()._save_checkpoint(model, trial)" in inspect.getsource(GRPOTrainer._save_checkpoint)
+
+
+def _orders(sampler, epochs):
+    out = []
+    for e in epochs:
+        if e is not None:
+            sampler.set_epoch(e)
+        out.append(list(sampler))
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 7, None])
+def test_epoch_sampler_serves_trls_order_of_every_epoch(seed):
+    """EpochRepeatSampler relies on RepeatSampler drawing one randperm from `generator` per
+    iteration: epoch e of an uninterrupted TRL sampler is what set_epoch(e) serves, in any order."""
+    data = list(range(10))
+    kwargs = dict(mini_repeat_count=2, batch_size=3, repeat_count=2, shuffle=True, seed=seed)
+    trl_sampler = compat.RepeatSampler(data, **kwargs)
+    trl_epochs = [list(trl_sampler) for _ in range(5)]
+    assert len({tuple(o) for o in trl_epochs}) == 5  # the epochs' orders differ
+    ours = compat.EpochRepeatSampler.like(compat.RepeatSampler(data, **kwargs))
+    # set_epoch(e) serves epoch e, in any order; an iteration without set_epoch serves the next one
+    assert _orders(ours, [3, 1, 0, 2, None, None]) == [trl_epochs[i] for i in (3, 1, 0, 2, 3, 4)]
+    fresh = compat.EpochRepeatSampler(data, **kwargs)  # never set_epoch: TRL's sequence of epochs
+    assert [list(fresh) for _ in range(5)] == trl_epochs
+    unshuffled = compat.EpochRepeatSampler(data, **{**kwargs, "shuffle": False})
+    assert _orders(unshuffled, [2]) == [list(compat.RepeatSampler(data, **{**kwargs, "shuffle": False}))]
+
+
+def test_trls_train_sampler_is_a_repeat_sampler_with_the_attributes_read():
+    source = inspect.getsource(GRPOTrainer._get_train_sampler)
+    assert "RepeatSampler(" in source
+    iterate = inspect.getsource(compat.RepeatSampler.__iter__)
+    assert iterate.count("randperm(") == 1 and "generator=self.generator" in iterate
+    sampler = compat.RepeatSampler(list(range(4)), mini_repeat_count=2, seed=0)
+    assert [n for n in compat.REPEAT_SAMPLER_ATTRIBUTES if not hasattr(sampler, n)] == []
+    # HF's Trainer selects every epoch's order through set_epoch (the resumed one included)
+    from transformers import Trainer
+
+    assert "set_epoch(epoch)" in inspect.getsource(Trainer._run_epoch)
+
+
+def test_planted_second_draw_per_epoch_is_seen():
+    class TwoDraws(compat.RepeatSampler):
+        def __iter__(self):
+            torch.randperm(3, generator=self.generator)
+            return super().__iter__()
+
+    class Ours(compat.EpochRepeatSampler, TwoDraws):
+        pass
+
+    kwargs = dict(mini_repeat_count=1, batch_size=2, seed=0)
+    uninterrupted = TwoDraws(list(range(8)), **kwargs)
+    epochs = [list(uninterrupted) for _ in range(2)]
+    assert _orders(Ours(list(range(8)), **kwargs), [1]) != [epochs[1]]
 
 
 # ---- 2./3. attributes -------------------------------------------------------------------------------

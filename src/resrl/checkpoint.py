@@ -1,8 +1,12 @@
-"""Atomic checkpoints: write into a staging directory, fsync, then one `rename`.
+"""Atomic checkpoints: write into a staging directory, fsync, then one `rename`; delete by one
+`rename` out of sight, then `rmtree`.
 
 A crash while writing leaves `.staging/` behind (ignored and cleared by the next save) and the
-previous `checkpoint-N` untouched; `latest_checkpoint` only ever sees complete checkpoints
-because a `checkpoint-N` name appears in one atomic `os.replace`.
+previous `checkpoint-N` untouched. A directory leaves the run the way it came in: `discard` renames
+`checkpoint-N` to `.deleting-checkpoint-N` (one atomic `os.replace`, a name `list_checkpoints`
+ignores), then deletes it; a crash during the deletion leaves the `.deleting-*` directory, which
+the next save clears (`clear_leftovers`). So `list_checkpoints` and `latest_checkpoint` only ever
+see complete checkpoints: a `checkpoint-N` name appears complete and disappears whole.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import shutil
 from pathlib import Path
 
 STAGING = ".staging"
+DELETING = ".deleting-"  # prefix of a directory being deleted (rotation, a replaced checkpoint)
 _CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
@@ -43,14 +48,40 @@ def fsync_dir(path: str | os.PathLike) -> None:
         os.close(fd)
 
 
+def _out_of_sight(path: Path) -> Path:
+    """Rename `path` to `.deleting-<name>` (one atomic rename, made durable); returns the new path."""
+    trash = path.with_name(DELETING + path.name)
+    if trash.exists():  # the leftover of an earlier interrupted deletion of the same name
+        shutil.rmtree(trash)
+    os.replace(path, trash)
+    fsync_dir(path.parent)
+    return trash
+
+
+def discard(path: str | os.PathLike) -> None:
+    """Delete the directory `path` so that it is never seen half-deleted under its name: renamed
+    out of sight first, then removed (a crash during the removal leaves `.deleting-<name>`, which
+    `clear_leftovers` removes)."""
+    path = Path(path)
+    if path.exists():
+        shutil.rmtree(_out_of_sight(path), ignore_errors=True)
+
+
+def clear_leftovers(run_dir: str | os.PathLike) -> None:
+    """Remove what interrupted deletions left in `run_dir` (`.deleting-*` directories)."""
+    run_dir = Path(run_dir)
+    if run_dir.is_dir():
+        for p in run_dir.iterdir():
+            if p.name.startswith(DELETING) and p.is_dir():
+                shutil.rmtree(p, ignore_errors=True)
+
+
 def publish(staged: str | os.PathLike, final: str | os.PathLike) -> None:
     """Make the complete directory `staged` appear as `final` in one rename (replacing an old one)."""
     staged, final = Path(staged), Path(final)
     fsync_tree(staged)
-    if final.exists():  # same step saved twice: move the old one aside first, then drop it
-        old = final.with_name(final.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        os.replace(final, old)
+    if final.exists():  # same step saved twice: move the old one out of sight first, then drop it
+        old = _out_of_sight(final)
         os.replace(staged, final)
         shutil.rmtree(old, ignore_errors=True)
     else:
@@ -78,8 +109,10 @@ def checkpoint_step(path: str | os.PathLike) -> int:
 
 
 def rotate(run_dir: str | os.PathLike, keep: int | None) -> None:
-    """Delete the oldest complete checkpoints beyond `keep` (None or <= 0: keep all)."""
+    """Delete the oldest checkpoints beyond `keep` (None or <= 0: keep all), each through `discard`
+    (renamed out of sight, then removed), and the leftovers of earlier interrupted deletions."""
+    clear_leftovers(run_dir)
     if not keep or keep <= 0:
         return
     for path in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(path, ignore_errors=True)
+        discard(path)

@@ -1,15 +1,33 @@
 """Atomic TRL checkpoints: TRL/HF's checkpoint (model, optimiser, scheduler, RNG states, trainer
-state) written into `<output_dir>/.staging/`, extra files added beside it, fsynced, then renamed to
-`checkpoint-N` in one step (resrl.checkpoint.publish), and old checkpoints rotated.
+state) written into `<output_dir>/.staging/`, extra files added beside it (the engine's state,
+`ENGINE_STATE_FILE`), fsynced, then renamed to `checkpoint-N` in one step
+(resrl.checkpoint.publish), and old checkpoints rotated (resrl.checkpoint.rotate: renamed out of
+sight, then deleted).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable
+from pathlib import Path
 
-from resrl.checkpoint import STAGING, publish, rotate
+from resrl.checkpoint import STAGING, clear_leftovers, publish, rotate
+
+
+# the engine's own resumable state (e.g. dynamic sampling's refill-stream position), JSON
+ENGINE_STATE_FILE = "resrl_engine_state.json"
+
+
+def write_engine_state(checkpoint_dir: str | os.PathLike, state: dict) -> None:
+    (Path(checkpoint_dir) / ENGINE_STATE_FILE).write_text(json.dumps(state, sort_keys=True))
+
+
+def read_engine_state(checkpoint_dir: str | os.PathLike) -> dict:
+    """The state `write_engine_state` wrote ({} for a checkpoint written before it existed)."""
+    path = Path(checkpoint_dir) / ENGINE_STATE_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
 
 
 def save_atomically(args, accelerator, global_step: int, write: Callable[[], None],
@@ -21,8 +39,9 @@ def save_atomically(args, accelerator, global_step: int, write: Callable[[], Non
     run_dir = args.output_dir
     staging_root = os.path.join(run_dir, STAGING)
     name = f"checkpoint-{global_step}"
-    if accelerator.is_main_process:
+    if accelerator.is_main_process:  # what a crash left: a partial write, an interrupted deletion
         shutil.rmtree(staging_root, ignore_errors=True)
+        clear_leftovers(run_dir)
     accelerator.wait_for_everyone()
     limit = args.save_total_limit
     args.output_dir, args.save_total_limit = staging_root, None

@@ -2,16 +2,17 @@
 the batch from fresh prompts (resrl.core.advantages.dynamic_sampling_mask decides which groups).
 
 Refills come from an independent shuffled stream of the training prompts (`RefillStream`, seed + 1),
-so that they are not the prompts the main loader is about to serve. Every process makes the same
+so that they are not the prompts the main loader is about to serve; its position is part of every
+checkpoint, so a resumed run refills exactly as the uninterrupted one. Every process makes the same
 collectives in the same order (the refill loop stops on a global decision).
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import torch
-from torch.utils.data import DataLoader
 
 from resrl.core.advantages import dynamic_sampling_mask
 from resrl.engines import trl_compat
@@ -20,31 +21,47 @@ from resrl.engines.batches import concat_batches, select_rows
 
 class RefillStream:
     """Generation batches of prompts for refilling, each prompt repeated `group_size` times in a
-    row as TRL's sampler does; the loader is built on first use and restarts when exhausted."""
+    row as TRL's sampler does: epoch after epoch of TRL's sampler order (`EpochRepeatSampler`,
+    seed `seed`), `generation_batch_size` rows per batch, this process's `local_batch_size` rows of
+    each (process p: rows [p·L, (p+1)·L), as accelerate shards a loader).
+
+    Its position (epoch, batches served in that epoch) is checkpointed (`state_dict`, written into
+    every checkpoint by the trainer) and restored on resume, so a resumed run refills from the
+    prompts the uninterrupted run refills from. It draws from no global RNG."""
 
     def __init__(self, dataset, accelerator, *, group_size: int, generation_batch_size: int, local_batch_size: int,
                  seed: int):
-        self.dataset, self.accelerator = dataset, accelerator
-        self.group_size, self.generation_batch_size, self.local_batch_size = group_size, generation_batch_size, \
-            local_batch_size
-        self.seed = seed
-        self._loader = self._iter = None
+        self.dataset, self.rank = dataset, accelerator.process_index
+        self.generation_batch_size, self.local_batch_size = generation_batch_size, local_batch_size
+        self.sampler = trl_compat.EpochRepeatSampler(dataset, mini_repeat_count=group_size,
+                                                     batch_size=generation_batch_size // group_size, repeat_count=1,
+                                                     shuffle=True, seed=seed)
+        self.batches_per_epoch = len(self.sampler) // generation_batch_size
+        if self.batches_per_epoch < 1:
+            raise ValueError(f"dynamic sampling: {len(dataset)} prompts make no refill batch of "
+                             f"{generation_batch_size // group_size} prompts")
+        self.epoch = self.position = 0
+        self._iter = None
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "position": self.position}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.position = int(state["epoch"]), int(state["position"])
+        self._iter = None
 
     def next_batch(self) -> list:
+        if self.position >= self.batches_per_epoch:
+            self.epoch, self.position, self._iter = self.epoch + 1, 0, None
         if self._iter is None:
-            G = self.group_size
-            sampler = trl_compat.RepeatSampler(self.dataset, mini_repeat_count=G,
-                                               batch_size=self.generation_batch_size // G, repeat_count=1,
-                                               shuffle=True, seed=self.seed)
-            loader = DataLoader(self.dataset, batch_size=self.local_batch_size, sampler=sampler,
-                                collate_fn=trl_compat.identity)
-            self._loader = self.accelerator.prepare_data_loader(loader)
-            self._iter = iter(self._loader)
-        try:
-            return next(self._iter)
-        except StopIteration:
-            self._iter = iter(self._loader)
-            return next(self._iter)
+            self.sampler.set_epoch(self.epoch)
+            self._iter = iter(self.sampler)
+            skip = self.position * self.generation_batch_size
+            next(itertools.islice(self._iter, skip, skip), None)
+        rows = list(itertools.islice(self._iter, self.generation_batch_size))
+        self.position += 1
+        start = self.rank * self.local_batch_size
+        return [self.dataset[i] for i in rows[start:start + self.local_batch_size]]
 
 
 def dynamically_sampled(out: dict, *, generate: Callable[[list], dict], refill: RefillStream, accelerator,

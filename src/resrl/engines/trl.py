@@ -66,7 +66,7 @@ from resrl.engines import metrics as engine_metrics
 from resrl.engines import rules, trl_compat
 from resrl.engines.batches import local_token_advantages
 from resrl.engines.capture import StateCapture
-from resrl.engines.checkpoints import save_atomically
+from resrl.engines.checkpoints import read_engine_state, save_atomically, write_engine_state
 from resrl.engines.dynamic_sampling import RefillStream, dynamically_sampled
 from resrl.engines.flowrl_head import LOG_Z_ATTR, LOG_Z_FILE, FlowRLHead, without_log_z_params
 from resrl.engines.reference import build_reference_model, reference_logps
@@ -363,11 +363,27 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     # ---- checkpoints ---------------------------------------------------------------------------
 
     def write_checkpoint(self, model, trial, write) -> None:
-        """TRL/HF's checkpoint (`write`: model, optimiser, scheduler, RNG states, trainer state) and
-        FlowRL's log Z head, published atomically (engines/checkpoints.py). Every process calls it."""
-        add_files = self.flowrl_head.save if self.flowrl_head is not None else None
+        """TRL/HF's checkpoint (`write`: model, optimiser, scheduler, RNG states, trainer state), the
+        engine's own state (the refill stream's position) and FlowRL's log Z head, published
+        atomically (engines/checkpoints.py). Every process calls it."""
+        def add_files(checkpoint_dir: str) -> None:
+            write_engine_state(checkpoint_dir, self.engine_state())
+            if self.flowrl_head is not None:
+                self.flowrl_head.save(checkpoint_dir)
+
         save_atomically(self.args, self.accelerator, self.state.global_step, write, add_files)
 
+    def engine_state(self) -> dict:
+        """What a resumed run needs beyond TRL/HF's checkpoint to continue exactly (JSON)."""
+        return {"refill": self._refill.state_dict()} if self._refill is not None else {}
+
     def checkpoint_loaded(self, path) -> None:
+        state = read_engine_state(path)
+        if self._refill is not None:
+            if "refill" in state:
+                self._refill.load_state_dict(state["refill"])
+            else:
+                logger.warning("checkpoint %s holds no refill-stream position (written before it was saved): "
+                               "dynamic sampling refills from the stream's start, not where the run left it", path)
         if self.flowrl_head is not None:
             self.flowrl_head.load(path)

@@ -20,6 +20,7 @@ relied on (a method's signature, the batch keys, the order of calls, a private a
          _step += 1                       once per micro-batch, after the loss
        _save_checkpoint                   -> adapter.write_checkpoint(model, trial, write=TRL's)
        _load_from_checkpoint              TRL's, then adapter.checkpoint_loaded(path)
+       _get_train_sampler                 TRL's RepeatSampler, as an `EpochRepeatSampler` (below)
 
    Every `_get_per_token_logps_and_entropies` call (TRL's and the adapter's own, through
    `per_token_logps`) goes through `adapter.policy_forward(...)`, which may record hidden states.
@@ -33,6 +34,15 @@ relied on (a method's signature, the batch keys, the order of calls, a private a
    `create_model_from_path`, `get_config_model_id`, `disable_dropout_in_model`,
    `add_fused_lm_head`, `prepare_deepspeed`, `prepare_fsdp` (`TRL_FUNCTIONS` lists them with the
    parameters the engine passes).
+
+The train sampler: TRL's `RepeatSampler` draws each epoch's permutation from one generator seeded
+once, so epoch e's order is the (e+1)-th permutation of that stream; HF's Trainer, resuming in epoch
+e >= 1, builds a fresh sampler and never replays the earlier epochs' draws, so a resumed run served
+epoch 0's order again (resume was exact only inside the first epoch). `EpochRepeatSampler` is TRL's
+sampler whose order is a function of (seed, epoch): `set_epoch(e)`, which HF's Trainer calls at
+the start of every epoch (through accelerate's DataLoaderShard, skip_first_batches included), seeks
+the generator to where an uninterrupted TRL sampler would be at epoch e. Orders are TRL's own,
+epoch for epoch (`tests/test_trl_compat.py` compares them).
 
 `_prepare_inputs` is TRL 1.16's with one change, the shuffle: TRL permutes rows
 (`shuffle_sequence_dict`); here whole groups move (`resrl.engines.batches.shuffle_groups`), so that
@@ -63,7 +73,7 @@ from resrl.engines.batches import shuffle_groups
 __all__ = [
     "READ_AGAINST", "UntestedTRLWarning", "check_trl_version", "GRPOHooks", "GRPOTrainer", "BATCH_KEYS",
     "TRL_BATCH_KEYS", "TRAINER_ATTRIBUTES", "metrics", "current_step", "tokenizer", "filter_vllm_weights",
-    "RepeatSampler", "identity", "use_adapter", "create_model_from_path", "get_config_model_id",
+    "RepeatSampler", "EpochRepeatSampler", "identity", "use_adapter", "create_model_from_path", "get_config_model_id",
     "disable_dropout_in_model", "add_fused_lm_head", "prepare_deepspeed", "prepare_fsdp",
 ]
 
@@ -153,6 +163,7 @@ TRL_METHODS = {
     "_compute_loss": ("model", "inputs"),
     "_save_checkpoint": ("model", "trial"),
     "_load_from_checkpoint": ("resume_from_checkpoint", "model"),
+    "_get_train_sampler": ("dataset",),
     "training_step": ("model", "inputs", "num_items_in_batch"),
 }
 # what TRL 1.16's `_prepare_inputs` calls, in source order (training branch, then evaluation); the
@@ -211,6 +222,56 @@ def filter_vllm_weights(trainer: GRPOTrainer,
     generation = trainer.vllm_generation
     iterate = generation._iter_named_params
     generation._iter_named_params = lambda: keep(iterate())
+
+
+# ---- the train sampler ------------------------------------------------------------------------------
+
+# RepeatSampler's attributes (set in its __init__) that EpochRepeatSampler reads; its __iter__ draws
+# exactly one torch.randperm(num_samples, generator=generator) when shuffle is on
+REPEAT_SAMPLER_ATTRIBUTES = ("data_source", "mini_repeat_count", "batch_size", "repeat_count", "shuffle", "seed",
+                             "num_samples", "generator")
+
+
+class EpochRepeatSampler(RepeatSampler):
+    """TRL's `RepeatSampler` whose order is a function of (seed, epoch), so that a run resumed in any
+    epoch serves the order an uninterrupted one serves (see the module docstring).
+
+    `set_epoch(e)` selects epoch e (HF's Trainer calls it at every epoch start); each iteration
+    serves the selected epoch and selects the next one, so iterating without `set_epoch` gives
+    TRL's sequence of epochs. The generator state before epoch e's permutation is reached by
+    replaying the permutations of the epochs before it, from the last state cached (one
+    permutation per epoch when epochs come in order)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.epoch = 0
+        if self.shuffle:
+            self._first = self.generator.get_state()  # before epoch 0's draw
+            self._cached = (0, self._first)            # (epoch, the state before its draw)
+
+    @classmethod
+    def like(cls, sampler: RepeatSampler) -> "EpochRepeatSampler":
+        return cls(sampler.data_source, mini_repeat_count=sampler.mini_repeat_count, batch_size=sampler.batch_size,
+                   repeat_count=sampler.repeat_count, shuffle=sampler.shuffle, seed=sampler.seed)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def seek(self, epoch: int) -> None:
+        """Put the generator where an uninterrupted RepeatSampler is before epoch `epoch`'s draw."""
+        start, state = self._cached
+        if start > epoch:
+            start, state = 0, self._first
+        self.generator.set_state(state)
+        for _ in range(epoch - start):
+            torch.randperm(self.num_samples, generator=self.generator)
+        self._cached = (epoch, self.generator.get_state())
+
+    def __iter__(self):
+        epoch, self.epoch = self.epoch, self.epoch + 1
+        if self.shuffle:
+            self.seek(epoch)
+        return super().__iter__()
 
 
 # ---- 1. the overridden methods ---------------------------------------------------------------------
@@ -290,6 +351,11 @@ class GRPOHooks(GRPOTrainer):
     def _load_from_checkpoint(self, resume_from_checkpoint, model=None):
         super()._load_from_checkpoint(resume_from_checkpoint, model)
         self.checkpoint_loaded(resume_from_checkpoint)
+
+    def _get_train_sampler(self, dataset=None):
+        # TRL's sampler, its order a function of (seed, epoch): resume is exact in every epoch
+        sampler = super()._get_train_sampler(dataset)
+        return EpochRepeatSampler.like(sampler) if type(sampler) is RepeatSampler else sampler
 
     # -- the subclass implements these ---------------------------------------------------------------
 

@@ -165,8 +165,8 @@ class LogSection:
 
 @dataclass
 class CheckpointSection:
-    save_steps: int = 0  # 0: only at the end
-    save_total_limit: int | None = 2  # checkpoints kept (older ones are deleted); None: all
+    save_steps: int = 0  # 0: only at the end; --resume from any checkpoint continues the run bit for bit
+    save_total_limit: int | None = 2  # checkpoints kept (older ones renamed out of sight, then deleted); None: all
 
 
 def _core_section(name: str):
