@@ -54,3 +54,14 @@ def make_two_step_env(prompt):
             return StepResult([], float(len(model_text) % 2), True)
 
     return TwoStep()
+
+
+def trl_solution_reward(completions, solution, **kwargs):
+    """A reward with TRL's signature (for the isolated-worker tests: importable by name): 1 when the
+    completion is the row's `solution` column; "boom" raises."""
+    out = []
+    for c, s in zip(completions, solution):
+        if c == "boom":
+            raise RuntimeError("boom")
+        out.append(float(c == s))
+    return out

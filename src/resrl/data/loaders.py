@@ -1,10 +1,14 @@
 """Load problems from jsonl / parquet files, by path or by benchmark name.
 
-Two row formats are accepted (per row, so a file may even mix them):
+Three row formats are accepted (per row; a training set of TRL rows must be all TRL rows):
 
 - simple:  {"problem": str, "answer": str | number, "id"?: str, ...}   (the packaged math sets)
 - veRL:    {"data_source": str, "prompt": str | [{"role", "content"}, ...], "ability"?: str,
             "reward_model": {"ground_truth": str | number | list, ...}, "extra_info"?: dict}
+- TRL:     {"prompt": str | [{"role", "content"}, ...], "answer"?: str | number, ...any columns}
+           (no reward_model): TRL's standard (a string, no chat template) or conversational
+           prompt, used as it is; every other column reaches TRL-style reward functions as a
+           keyword argument, as in TRL
 
 Every row becomes a `Problem`. A row that is neither gives a ValueError naming the file and the
 1-based row number (the line number for jsonl).
@@ -35,7 +39,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from resrl.data.packaged_data import PackagedFile
-from resrl.data.problem import Problem, check_chat
+from resrl.data.problem import TRL_COLUMNS, Problem, check_chat
 from resrl.tasks import registry as tasks
 
 BENCHMARKS = ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench", "gsm8k", "dapo_math_17k",
@@ -164,6 +168,12 @@ def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
             prompt = check_chat(prompt, where)
         elif not isinstance(prompt, str) or not prompt.strip():
             raise DataError(f"{where}: 'prompt' must be a string or a chat list")
+        if "reward_model" not in row:  # TRL format: the prompt and the columns a TRL reward reads
+            answer = row.get("answer")
+            columns = {k: v for k, v in row.items() if k not in ("prompt", "answer", "id", "data_source")}
+            return Problem(id=str(row.get("id", f"{source}-{index}")), prompt=prompt,
+                           answer="" if answer is None else _answer_text(answer, where),
+                           data_source=str(row.get("data_source") or source), extra={TRL_COLUMNS: columns})
         reward_model = row.get("reward_model")
         if not isinstance(reward_model, dict) or "ground_truth" not in reward_model:
             raise DataError(f"{where}: veRL row needs 'reward_model': {{'ground_truth': ...}}")
@@ -178,7 +188,7 @@ def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
         pid = row.get("id", info.get("id", info.get("index", f"{source}-{index}")))
         return Problem(id=str(pid), prompt=prompt, answer=_answer_text(truth, where),
                        data_source=str(row.get("data_source") or source), extra=extra)
-    raise DataError(f"{where}: row has neither 'problem'/'answer' nor veRL 'prompt'/'reward_model' "
+    raise DataError(f"{where}: row has neither 'problem'/'answer' nor a 'prompt' (TRL or veRL format) "
                      f"(keys: {sorted(row)[:10]})")
 
 

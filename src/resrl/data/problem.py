@@ -29,6 +29,16 @@ class Problem:
     extra: dict = field(default_factory=dict)
 
 
+# Problem.extra key of a TRL-format row (`{"prompt": str | chat list, ...}` with no veRL reward_model):
+# its prompt is final (no instruction added, a plain string stays plain: TRL's "standard" format
+# has no chat template) and TRL_COLUMNS holds its other columns, which reach TRL-style rewards.
+TRL_COLUMNS = "trl_columns"
+
+
+def is_trl_row(problem: "Problem") -> bool:
+    return TRL_COLUMNS in problem.extra
+
+
 def check_chat(prompt: list, where: str) -> list[dict]:
     """A chat prompt -> plain {"role", "content"} messages; DataError naming `where` otherwise."""
     if not prompt:
@@ -39,4 +49,4 @@ def check_chat(prompt: list, where: str) -> list[dict]:
     return [{"role": m["role"], "content": m["content"]} for m in prompt]
 
 
-__all__ = ["Problem", "check_chat"]
+__all__ = ["Problem", "TRL_COLUMNS", "is_trl_row", "check_chat"]

@@ -3,14 +3,16 @@
 The instruction follows the usual math-RL convention (Qwen2.5-Math, DeepSeek-R1 evaluations):
 the problem, a newline, then "Please reason step by step, and put your final answer within
 \\boxed{}." A problem whose prompt is already a chat list (veRL data) is used unchanged: such
-data sets carry their own instruction.
+data sets carry their own instruction; so is a TRL-format row's prompt (`resrl.data.problem.TRL_COLUMNS`),
+a string one without a chat template, as TRL uses it.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
 
-from resrl.data.problem import Problem
+from resrl.data.problem import TRL_COLUMNS, Problem, is_trl_row
+from resrl.errors import DataError
 
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 
@@ -23,7 +25,7 @@ def build_prompt_messages(problem: Problem, instruction: str | None = DEFAULT_IN
     """
     if isinstance(problem.prompt, list):
         return [dict(m) for m in problem.prompt]
-    content = problem.prompt if not instruction else f"{problem.prompt}\n{instruction}"
+    content = problem.prompt if not instruction or is_trl_row(problem) else f"{problem.prompt}\n{instruction}"
     return [{"role": "user", "content": content}]
 
 
@@ -39,6 +41,8 @@ def render_prompt(problem: Problem, tokenizer, instruction: str | None = DEFAULT
     tokenizer has none); False = plain text (the message contents joined by blank lines, then a
     newline), for base models without a chat template.
     """
+    if is_trl_row(problem) and isinstance(problem.prompt, str):
+        return problem.prompt  # TRL's standard format: the text as it is, no chat template
     messages = build_prompt_messages(problem, instruction)
     if use_chat_template is None:
         use_chat_template = has_chat_template(tokenizer)
@@ -65,14 +69,29 @@ def problems_to_dataset(problems: Sequence[Problem], instruction: str | None = D
 
     if not problems:
         raise ValueError("problems_to_dataset: no problems")
+    trl = [is_trl_row(p) for p in problems]
+    if any(trl) and not all(trl):
+        raise DataError(f"the training data mixes TRL rows (a 'prompt' used as it is, e.g. {problems[trl.index(True)].id!r}) "
+                        f"with other rows (e.g. {problems[trl.index(False)].id!r}): use one format")
     rows = {"prompt": [], "answer": [], "id": [], "data_source": []}
     for p in problems:
-        messages = build_prompt_messages(p, instruction)
-        rows["prompt"].append(messages if conversational else "\n\n".join(m["content"] for m in messages))
+        if trl[0]:  # TRL rows: the prompt as TRL takes it (a string stays a string)
+            rows["prompt"].append(p.prompt)
+        else:
+            messages = build_prompt_messages(p, instruction)
+            rows["prompt"].append(messages if conversational else "\n\n".join(m["content"] for m in messages))
         rows["answer"].append(p.answer)
         rows["id"].append(p.id)
         rows["data_source"].append(p.data_source)
-    return Dataset.from_dict(rows)
+    if trl[0]:  # their other columns, for TRL-style rewards (a row without one gives None)
+        names = list(dict.fromkeys(k for p in problems for k in p.extra[TRL_COLUMNS]))
+        for name in names:
+            rows[name] = [p.extra[TRL_COLUMNS].get(name) for p in problems]
+    try:
+        return Dataset.from_dict(rows)
+    except (TypeError, ValueError) as exc:  # pyarrow: a column whose rows have different types
+        raise DataError(f"the training data's columns cannot form one table ({exc}); give every row the same "
+                        f"types per column") from None
 
 
 __all__ = ["DEFAULT_INSTRUCTION", "build_prompt_messages", "has_chat_template", "render_prompt",

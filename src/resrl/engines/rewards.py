@@ -9,6 +9,7 @@ per-step metrics as `reward/<key>`.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import numbers
@@ -83,6 +84,46 @@ def call_with_deadline(fn: Callable, args: tuple, timeout_s: float | None, name:
     return box["value"]
 
 
+# What TRL passes every reward function as keywords, beside the dataset's columns.
+TRL_REWARD_KWARGS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric",
+                     "environments")
+# ... of which these cannot travel to an isolated worker process (objects of the trainer)
+_LOCAL_ONLY = ("trainer_state", "log_extra", "log_metric", "environments")
+
+
+def reward_style(fn, columns) -> str:
+    """"trl" for TRL's convention, f(completions, **kwargs) called with keywords (prompts,
+    completions, completion_ids, the dataset's columns, trainer_state, ...); "resrl" for
+    f(completions, answers) called positionally. Decided from the signature: **kwargs, or named
+    parameters that include `completions` and are all TRL keywords or dataset columns, is TRL's;
+    two positional parameters is resrl's. InputError naming the function when neither fits."""
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):  # a builtin without a signature: the project's convention
+        return "resrl"
+    P = inspect.Parameter
+    if any(p.kind is P.VAR_KEYWORD for p in params):
+        return "trl"
+    named = [p.name for p in params if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)]
+    if "completions" in named and set(named) <= set(TRL_REWARD_KWARGS) | set(columns):
+        return "trl"
+    positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in params if p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
+    if (len(positional) >= 2 or any(p.kind is P.VAR_POSITIONAL for p in params)) and len(required) <= 2:
+        return "resrl"
+    raise InputError(
+        f"reward function {name!r} has the signature {inspect.signature(fn)}, which fits neither resrl's "
+        f"f(completions, answers) -> list[float] nor TRL's f(completions, **kwargs) -> list[float] (keywords: "
+        f"{', '.join(TRL_REWARD_KWARGS)} and the dataset's columns {sorted(c for c in columns if c not in TRL_REWARD_KWARGS)})")
+
+
+def _item(value, i: int, n: int):
+    """Item i of a batch argument: a list of the batch's length is sliced to [value[i]]; anything
+    else (trainer_state, a callback) passes as it is."""
+    return [value[i]] if isinstance(value, (list, tuple)) and len(value) == n else value
+
+
 class FaultLog:
     """Counts a reward's faults per kind, logs the first of each kind with the reward and the row,
     or raises `RewardFaultError` for the first one (on_error = "raise")."""
@@ -128,23 +169,34 @@ class RewardAdapter:
     `last_faults`."""
 
     def __init__(self, fn: Callable[[list[str], list[str]], list[float]], name: str | None = None,
-                 answer_column: str = "answer", on_error: str = "zero", timeout_s: float | None = None):
+                 answer_column: str = "answer", on_error: str = "zero", timeout_s: float | None = None,
+                 style: str | None = None):
         if not callable(fn):
             raise TypeError(f"reward function must be callable, got {fn!r}")
         self.fn = fn
         self.answer_column = answer_column
         self.timeout_s = timeout_s
+        self.style = style  # "resrl" | "trl" | None: from the user function's signature at the first call
         self.__name__ = name or getattr(fn, "__name__", None) or type(fn).__name__
         self.faults = FaultLog(self.__name__, on_error)
 
     def __call__(self, prompts, completions, log_metric=None, **columns) -> list[float]:
-        if self.answer_column not in columns:
-            raise InputError(f"the training dataset has no '{self.answer_column}' column for the reward "
-                             f"(columns: {sorted(k for k in columns if k not in ('trainer_state', 'log_extra'))})")
-        texts = [completion_text(c) for c in completions]
-        answers = ["" if a is None else str(a) for a in columns[self.answer_column]]
-        scores, faults = self._score(texts, answers)
-        counts = self.faults.report(faults, row_names({**columns, "prompts": prompts}, len(texts)))
+        if self.style is None:
+            self.style = reward_style(getattr(self.fn, "user_fn", self.fn), columns)
+        if self.style == "trl":  # TRL's call, as GRPOTrainer makes it
+            args, kwargs = (), {"prompts": prompts, "completions": completions, "log_metric": log_metric, **columns}
+            if not isinstance(self.fn, IsolatedReward):
+                kwargs = _accepted(self.fn, kwargs)
+            n = len(completions)
+        else:
+            if self.answer_column not in columns:
+                raise InputError(f"the training dataset has no '{self.answer_column}' column for the reward "
+                                 f"(columns: {sorted(k for k in columns if k not in ('trainer_state', 'log_extra'))})")
+            texts = [completion_text(c) for c in completions]
+            answers = ["" if a is None else str(a) for a in columns[self.answer_column]]
+            args, kwargs, n = (texts, answers), {}, len(texts)
+        scores, faults = self._score(args, kwargs, n)
+        counts = self.faults.report(faults, row_names({**columns, "prompts": prompts}, n))
         stats = getattr(self.fn, "last_stats", None)
         stats = dict(stats) if isinstance(stats, dict) else {}
         if log_metric is not None:
@@ -156,14 +208,13 @@ class RewardAdapter:
                     log_metric(f"reward/{key}", float(value))
         return scores
 
-    def _score(self, texts: list[str], answers: list[str]) -> tuple[list[float], list[tuple[int, str, str]]]:
-        n = len(texts)
+    def _score(self, args: tuple, kwargs: dict, n: int) -> tuple[list[float], list[tuple[int, str, str]]]:
         try:
-            raw = call_with_deadline(self.fn, (texts, answers), self.timeout_s, self.__name__)
+            raw = call_with_deadline(lambda: self.fn(*args, **kwargs), (), self.timeout_s, self.__name__)
         except TimeoutError as exc:
             return [0.0] * n, [(i, "timeouts", str(exc)) for i in range(n)]
         except Exception as exc:  # noqa: BLE001 — user code: score item by item to find the items that raise
-            return self._score_items(texts, answers, exc)
+            return self._score_items(args, kwargs, n, exc)
         try:
             raw = list(raw)
         except TypeError:
@@ -182,11 +233,13 @@ class RewardAdapter:
             faults.append((i, kind, detail))
         return scores, faults
 
-    def _score_items(self, texts, answers, batch_error: Exception):
+    def _score_items(self, args: tuple, kwargs: dict, n: int, batch_error: Exception):
         scores, faults = [], []
-        for i, (text, answer) in enumerate(zip(texts, answers)):
+        for i in range(n):
+            args_i = tuple(_item(a, i, n) for a in args)
+            kwargs_i = {k: _item(v, i, n) for k, v in kwargs.items()}
             try:
-                raw = call_with_deadline(self.fn, ([text], [answer]), self.timeout_s, self.__name__)
+                raw = call_with_deadline(lambda: self.fn(*args_i, **kwargs_i), (), self.timeout_s, self.__name__)
             except TimeoutError as exc:
                 scores.append(0.0)
                 faults.append((i, "timeouts", str(exc)))
@@ -205,13 +258,22 @@ class RewardAdapter:
             if kind is not None:
                 faults.append((i, kind, detail))
         if not faults:  # every item alone is fine: the batch call itself fails
-            return [0.0] * len(texts), [(i, "errors", f"{type(batch_error).__name__}: {batch_error} "
-                                               "(the batch call; each item alone scores)") for i in range(len(texts))]
+            return [0.0] * n, [(i, "errors", f"{type(batch_error).__name__}: {batch_error} "
+                                        "(the batch call; each item alone scores)") for i in range(n)]
         return scores, faults
 
 
-def _score_one(fn, completion: str, answer: str):
-    value = list(fn([completion], [answer]))
+def _accepted(fn, kwargs: dict) -> dict:
+    """The keywords `fn` takes (all of them with **kwargs)."""
+    params = inspect.signature(fn).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return kwargs
+    names = {p.name for p in params}
+    return {k: v for k, v in kwargs.items() if k in names}
+
+
+def _score_one(fn, args: tuple, kwargs: dict):
+    value = list(fn(*args, **kwargs))
     if len(value) != 1:
         raise ValueError(f"returned {len(value)} scores for 1 completion")
     return value[0] if value[0] is None or isinstance(value[0], (int, float)) else _plain(value[0])
@@ -228,19 +290,25 @@ def _plain(value):
 class IsolatedReward:
     """A user reward scored item by item in `resrl.rewards.isolation.IsolatedPool` workers: an item
     that runs past `timeout_s`, raises or crashes its worker scores 0 and is listed in `last_faults`
-    ((index, kind, detail), for RewardAdapter to count, log or raise); training never hangs on it."""
+    ((index, kind, detail), for RewardAdapter to count, log or raise); training never hangs on it.
+    Called like the user's function, positionally (texts, answers) or with TRL's keywords; the
+    trainer's objects (trainer_state, log_metric, ...) stay behind."""
 
     def __init__(self, fn, timeout_s: float = 5.0, num_workers: int = 2):
         from resrl.rewards.isolation import IsolatedPool
 
-        self.fn = fn
+        self.user_fn = fn
         self.__name__ = getattr(fn, "__name__", None) or type(fn).__name__
         self._pool = IsolatedPool(_ScoreOne(fn), timeout_s=timeout_s, num_workers=num_workers)
         self.timeout_s = timeout_s
         self.last_faults: list[tuple[int, str, str]] = []
 
-    def __call__(self, completions: list[str], answers: list[str]) -> list:
-        results = self._pool.map(list(zip(completions, answers)))
+    def __call__(self, *args, **kwargs) -> list:
+        n = len(args[0]) if args else len(kwargs["completions"])
+        kwargs = _accepted(self.user_fn, {k: v for k, v in kwargs.items() if k not in _LOCAL_ONLY})
+        items = [(tuple(_item(a, i, n) for a in args), {k: _item(v, i, n) for k, v in kwargs.items()})
+                 for i in range(n)]
+        results = self._pool.map(items)
         self.last_faults = [(i, "timeouts", f"no result after {self.timeout_s:g} s") if r.timed_out
                             else (i, "errors", str(r.error))
                             for i, r in enumerate(results) if r.timed_out or r.error is not None]
@@ -251,13 +319,13 @@ class IsolatedReward:
 
 
 class _ScoreOne:
-    """Picklable callable (spawn platforms): one completion through the user's batch function."""
+    """Picklable callable (spawn platforms): one item through the user's batch function."""
 
     def __init__(self, fn):
         self.fn = fn
 
-    def __call__(self, completion: str, answer: str):
-        return _score_one(self.fn, completion, answer)
+    def __call__(self, args: tuple, kwargs: dict):
+        return _score_one(self.fn, args, kwargs)
 
 
 class EnvironmentReward:

@@ -65,7 +65,14 @@ def run(args) -> int:
         print(f"resrl train: error: {exc}", file=sys.stderr)
         return 2
     if args.check:
-        print(f"config OK: {args.config} (algorithm {config.algorithm.name}, output {config.train.output_dir})")
+        from resrl.errors import InputError
+
+        try:
+            data = _check_data(config)
+        except InputError as exc:
+            print(f"resrl train: error: {exc}", file=sys.stderr)
+            return 2
+        print(f"config OK: {args.config} (algorithm {config.algorithm.name}, output {config.train.output_dir}{data})")
         return 0
     from resrl.train.runner import run_training
 
@@ -80,6 +87,21 @@ def run(args) -> int:
     shown = {k: last[k] for k in ("step", "reward_mean", "accuracy", "response_length", "entropy") if k in last}
     print(f"done: {result.output_dir} (model: {result.model_dir}; metrics: {result.output_dir}/metrics.jsonl) {shown}")
     return 0
+
+
+def _check_data(config) -> str:
+    """--check: load `data.train` and build the training table as `resrl train` would (rows,
+    formats, columns), and resolve the reward; InputError naming the file and row otherwise."""
+    if not config.data.train or config.env.name is not None:  # environments read their data at run time
+        return ""
+    from resrl.data.loaders import load_problems
+    from resrl.data.prompts import problems_to_dataset
+
+    problems = load_problems(config.data.train, data_dir=config.data.data_dir,
+                             limit=config.data.max_problems or None)
+    dataset = problems_to_dataset(problems)
+    return (f"; data {config.data.train}: {len(dataset)} rows, columns {dataset.column_names}, "
+            f"reward {config.reward_spec(problems)}")
 
 
 def _destroy_process_group() -> None:

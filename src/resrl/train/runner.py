@@ -236,7 +236,7 @@ def _load_reward(config: TrainConfig, reward_fn):
                                                 limit=config.data.max_problems or None))
     if spec == "env":  # multi-turn: the environment scores
         return EnvironmentReward(on_error=r.on_error)
-    deadline = None
+    deadline, style = None, None  # style None: from the user function's signature (resrl's or TRL's)
     if reward_fn is None:
         from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
 
@@ -253,10 +253,12 @@ def _load_reward(config: TrainConfig, reward_fn):
                 reward_fn = IsolatedReward(reward_fn, timeout_s=r.timeout_s, num_workers=r.num_workers)
             else:
                 deadline = r.timeout_s
+        else:
+            style = "resrl"  # the families' rewards: f(completions, answers)
         name = spec.split(":")[-1]
     else:  # a Python callable: the caller's own code, called as it is (no deadline)
         name = getattr(reward_fn, "__name__", None) or "reward"
-    return RewardAdapter(reward_fn, name=name, on_error=r.on_error, timeout_s=deadline)
+    return RewardAdapter(reward_fn, name=name, on_error=r.on_error, timeout_s=deadline, style=style)
 
 
 def _build_trainer(trainer_class, model, reward, args, train_dataset, tokenizer, result, jsonl, on_log, callbacks,
