@@ -20,6 +20,15 @@ def test_variant_label_sets_the_algorithm_section():
     assert run_dir_name("resrl/resrl.rank=4") == "resrl+resrl.rank=4"
 
 
+def test_a_variant_carries_its_own_training_keys():
+    cfg = train_config(DemoConfig(), "resrl/train.learning_rate=3e-5/resrl.pos_scale=1.0/loss.kl_coef=0.01", Path("runs/x"))
+    assert cfg.train.learning_rate == 3e-5 and cfg.algorithm.resrl.pos_scale == 1.0 and cfg.loss.kl_coef == 0.01
+    assert train_config(DemoConfig(), "resrl", Path("runs/x")).train.learning_rate == DemoConfig().rl.learning_rate
+    assert run_dir_name("grpo/train.learning_rate=3e-4") == "grpo+train.learning_rate=3e-4"
+    with pytest.raises(InputError, match=r"train\.nope"):
+        train_config(DemoConfig(), "grpo/train.nope=1", Path("runs/x"))
+
+
 def test_bad_variant_settings_name_the_key():
     with pytest.raises(InputError, match="key=value"):
         algorithm_section("resrl/rank")

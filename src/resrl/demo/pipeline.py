@@ -51,35 +51,33 @@ def _quiet(log_path: Path):
 
 
 def algorithm_section(label: str) -> dict:
-    """An `--algorithms` entry -> the config's `algorithm` section.
+    """An `--algorithms` entry -> the config's `algorithm` section (`resrl.train.variants`): a plain
+    registry name (`resrl`), or a variant with `/key=value` settings, e.g. `resrl/resrl.rank=4`."""
+    from resrl.train.variants import parse_variant
 
-    A plain registry name (`resrl`), or a variant: the name followed by `/key=value` settings of
-    the algorithm section, e.g. `resrl/resrl.hidden_alignment=token` or `resrl/resrl.rank=4`.
-    """
-    from resrl.train.schema import apply_overrides
-
-    name, *settings = label.split("/")
-    section: dict = {"name": name}
-    for item in settings:
-        if "=" not in item:
-            raise InputError(f"--algorithms: {label!r}: a variant setting looks like key=value, got {item!r}")
-    apply_overrides(section, settings)
-    return section
+    return parse_variant(label).algorithm_section()
 
 
 def run_dir_name(label: str) -> str:
     """A variant label as one directory name (`resrl/resrl.rank=4` -> `resrl+resrl.rank=4`)."""
-    return label.replace("/", "+")
+    from resrl.train.variants import parse_variant
+
+    return parse_variant(label).dir_name
 
 
 def train_config(cfg: DemoConfig, algorithm: str, output_dir: Path):
     """The demo's RL run as an ordinary `resrl train` configuration (see configs/demo.yaml);
-    `algorithm` is a registry name or a variant label (`algorithm_section`)."""
+    `algorithm` is a registry name or a variant label (`resrl.train.variants`), whose training keys
+    override the demo's."""
     from resrl.train.config import config_from_dict
 
+    from resrl.train.schema import apply_overrides
+    from resrl.train.variants import parse_variant
+
     rl = cfg.rl
-    return config_from_dict({
-        "algorithm": algorithm_section(algorithm),
+    variant = parse_variant(algorithm)
+    return config_from_dict(apply_overrides({
+        "algorithm": variant.algorithm_section(),
         "train": {"output_dir": str(output_dir), "seed": cfg.seed, "max_steps": rl.steps,
                   "learning_rate": rl.learning_rate, "lr_scheduler": "constant",
                   "rollout_prompts": rl.rollout_prompts, "group_size": rl.group_size,
@@ -87,7 +85,7 @@ def train_config(cfg: DemoConfig, algorithm: str, output_dir: Path):
                   "max_prompt_length": None, "use_cpu": True},
         "log": {"report_to": ["none"], "progress": False, "jsonl": True},
         "checkpoint": {"save_steps": 0},
-    })
+    }, list(variant.overrides)))  # a variant's own training keys (`resrl/train.learning_rate=3e-5`)
 
 
 @dataclass

@@ -1,37 +1,60 @@
 """`resrl compare --config FILE --algorithms A,B --seeds 0,1,2 --data NAME_OR_FILE`: a multi-seed
-comparison of any `resrl train` configuration.
+comparison of any `resrl train` configuration, each method at its own hyper-parameters.
 
-For every (algorithm, seed): `resrl train --config FILE algorithm.name=A train.seed=S
-train.output_dir=OUT/A/seed-S`, then `resrl eval` of its final model on `--data` with sampling
-seed S (`OUT/A/seed-S/eval`). Jobs run in parallel processes (one torch thread each, `--workers`
-at once) and resume: a finished training (its `model/` directory) or evaluation (its
-`summary.json`) is kept. Then per algorithm the mean and 95 % Student-t interval over seeds of
-Avg@n and Pass@k (the evaluation's "overall" numbers), and paired differences against the first
-algorithm (by default GRPO when present): `compare.md`, `compare.json`, `passk_seeds.png`.
+For every (method, seed): `resrl train --config FILE <the method's settings> train.seed=S
+train.output_dir=OUT/<method>/seed-S`, then `resrl eval` of its final model on `--data` with sampling
+seed S (`OUT/<method>/seed-S/eval`). A method is a variant label (`resrl.train.variants`): a
+registry algorithm with its own settings, any config key among them (`resrl/train.learning_rate=3e-5`).
+Jobs run in parallel processes (one torch thread each, `--workers` at once) and resume: a finished
+training (its `model/` directory) or evaluation (its `summary.json`) is kept. Then per method the
+mean and 95 % Student-t interval over seeds of Avg@n and Pass@k (the evaluation's "overall"
+numbers), and paired differences against the baseline (GRPO when present): `compare.md`,
+`compare.json`, `passk_seeds.png`.
+
+With `--grid KEY=V1,V2,...` (repeatable: the product of the lists) each method's values are chosen
+first, on the first seed, by the `--select` metric on `--dev-data` (a split disjoint from `--data`:
+checked), each point trained and evaluated under OUT/dev/; the chosen point of each method then runs
+on every seed and is reported on `--data`. `dev.md`, `dev.json` and `dev_grid.png` show every point's
+dev score and what was chosen; the held-out split never takes part in the choice.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 from pathlib import Path
+
+from resrl.errors import InputError
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "compare",
-        help="train and evaluate several algorithms over several seeds; mean, 95 %% intervals, paired differences",
-        description="For every algorithm and seed: resrl train (the config with algorithm.name and train.seed "
-                    "set) then resrl eval of its model; parallel processes, resumable; then mean and 95 %% "
-                    "interval over seeds per algorithm and paired differences against a baseline.",
+        help="train and evaluate several methods over several seeds, each at its own (dev-chosen) settings; "
+             "mean, 95 %% intervals, paired differences",
+        description="For every method and seed: resrl train (the config with the method's settings and train.seed) "
+                    "then resrl eval of its model; parallel processes, resumable; then mean and 95 %% interval "
+                    "over seeds per method and paired differences against a baseline. --grid chooses each "
+                    "method's settings on --dev-data first.",
     )
     p.add_argument("--config", required=True, help="resrl train YAML config")
-    p.add_argument("--algorithms", required=True, help="comma-separated, e.g. grpo,w-reinforce,resrl")
+    p.add_argument("--algorithms", required=True,
+                   help="comma-separated methods: registry names or variants with their own settings, e.g. "
+                        "grpo,w-reinforce,resrl/train.learning_rate=3e-5/resrl.rank=16")
     p.add_argument("--seeds", default="0,1,2", help="e.g. 0,1,2 or 0-4 (default 0,1,2)")
-    p.add_argument("--data", required=True, nargs="+", metavar="NAME_OR_FILE", help="evaluation data (as resrl eval)")
+    p.add_argument("--data", required=True, nargs="+", metavar="NAME_OR_FILE", help="held-out evaluation data "
+                                                                                     "(as resrl eval)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="a setting searched for each method on --dev-data with the first seed, e.g. "
+                        "train.learning_rate=1e-5,3e-5,1e-4 (repeat for a product of several keys)")
+    p.add_argument("--dev-data", nargs="+", default=None, metavar="NAME_OR_FILE",
+                   help="the dev split --grid chooses on (needed with --grid; must not share a prompt with --data)")
+    p.add_argument("--select", default=None, metavar="METRIC",
+                   help="the dev metric that chooses, e.g. avg@16 or pass@4 (default: the evaluation's avg@n)")
     p.add_argument("--out", default="runs/compare")
-    p.add_argument("--baseline", default=None, help="algorithm the others are paired against (default grpo, "
+    p.add_argument("--baseline", default=None, help="method the others are paired against (default grpo, "
                                                     "else the first)")
     p.add_argument("--workers", type=int, default=None, help="jobs at once (default: the number of CPUs)")
     p.add_argument("--eval-args", default="", help="extra resrl eval options as one string, e.g. "
@@ -40,44 +63,182 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def parse_grid(items: list[str]) -> list[dict[str, str]]:
+    """["k1=a,b", "k2=x,y"] -> every point of the product, [{k1: a, k2: x}, ...] (values as written)."""
+    keys, values = [], []
+    for item in items:
+        key, eq, raw = item.partition("=")
+        vals = [v.strip() for v in raw.split(",") if v.strip()]
+        if not eq or not key.strip() or not vals:
+            raise InputError(f"--grid {item!r}: expected KEY=V1,V2,... (e.g. train.learning_rate=1e-5,3e-5)")
+        if key.strip() in keys:
+            raise InputError(f"--grid: {key.strip()!r} given twice")
+        keys.append(key.strip())
+        values.append(vals)
+    return [dict(zip(keys, point)) for point in itertools.product(*values)]
+
+
+def choose_on_dev(dev_scores: dict[str, list[tuple[dict, float]]]) -> dict[str, dict]:
+    """{method: [(grid point, dev score), ...]} -> {method: the point with the highest dev score}
+    (the first such point on a tie: the grid's order)."""
+    chosen = {}
+    for method, scored in dev_scores.items():
+        best = max(range(len(scored)), key=lambda i: (scored[i][1], -i))
+        chosen[method] = scored[best][0]
+    return chosen
+
+
+def check_disjoint(dev_specs: list[str], test_specs: list[str], data_dir: str | None = None) -> None:
+    """InputError when the dev and held-out data share a prompt (by its text)."""
+    from resrl.data.loaders import load_benchmarks
+
+    def prompts(specs):
+        out = {}
+        for name, problems in load_benchmarks(specs, data_dir=data_dir).items():
+            for p in problems:
+                text = p.prompt if isinstance(p.prompt, str) else json.dumps(p.prompt, sort_keys=True)
+                out.setdefault(" ".join(text.split()), f"{name}:{p.id}")
+        return out
+
+    dev, test = prompts(dev_specs), prompts(test_specs)
+    shared = sorted(set(dev) & set(test))
+    if shared:
+        raise InputError(f"--dev-data and --data share {len(shared)} prompt(s) (e.g. {dev[shared[0]]} = "
+                         f"{test[shared[0]]}): the dev split must be disjoint from the held-out one")
+
+
 def run(args: argparse.Namespace) -> int:
     import shlex
 
     from resrl.core.registry import ALGORITHMS
-    from resrl.eval.jobs import Job, Step, run_jobs
+    from resrl.eval.jobs import Job, Step, available_cpus, run_jobs
     from resrl.eval.seeds import parse_seeds
+    from resrl.train.variants import parse_variant, with_settings
 
-    algorithms = [a.strip() for a in args.algorithms.split(",") if a.strip()]
-    unknown = [a for a in algorithms if a not in ALGORITHMS]
-    if unknown or not algorithms:
-        raise ValueError(f"--algorithms: unknown {unknown} (choose from {sorted(ALGORITHMS)})")
+    labels = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    variants = {label: parse_variant(label) for label in labels}
+    unknown = [v.name for v in variants.values() if v.name not in ALGORITHMS]
+    if unknown or not labels:
+        raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(ALGORITHMS)})")
     if not Path(args.config).is_file():
         raise FileNotFoundError(f"--config {args.config}: no such file")
     seeds = parse_seeds(args.seeds)
-    baseline = args.baseline or ("grpo" if "grpo" in algorithms else algorithms[0])
-    if baseline not in algorithms:
-        raise ValueError(f"--baseline {baseline!r} is not among --algorithms {algorithms}")
+    baseline = args.baseline or ("grpo" if "grpo" in labels else labels[0])
+    if baseline not in labels:
+        raise InputError(f"--baseline {baseline!r} is not among --algorithms {labels}")
+    grid = parse_grid(args.grid) if args.grid else []
+    if grid and not args.dev_data:
+        raise InputError("--grid needs --dev-data: the split each method's settings are chosen on")
     out = Path(args.out)
     eval_args = shlex.split(args.eval_args)
-    jobs = []
-    for a in algorithms:
-        for s in seeds:
-            run_dir = out / a / f"seed-{s}"
-            train = ["train", "--config", args.config, *args.overrides, f"algorithm.name={a}", f"train.seed={s}",
-                     f"train.output_dir={run_dir}"]
-            evaluate = ["eval", "--model", str(run_dir / "model"), "--data", *args.data, "--seed", str(s),
-                        "--out", str(run_dir / "eval"), "--threads", "1", "--no-progress", *eval_args]
-            jobs.append(Job(f"{a} seed {s}", [Step(train, run_dir / "model" / "config.json"),
-                                             Step(evaluate, run_dir / "eval" / "summary.json")],
-                            run_dir / "console.log"))
-    run_jobs(jobs, args.workers or min(len(jobs), os.cpu_count() or 1))
+    workers = args.workers or available_cpus()
 
-    per_seed = {s: {a: overall_metrics(json.loads((out / a / f"seed-{s}" / "eval" / "summary.json").read_text()))
-                    for a in algorithms} for s in seeds}
-    files = write_comparison(out, per_seed, baseline)
+    def job(label: str, seed: int, data: list[str], root: Path) -> tuple[Job, Path]:
+        run_dir = root / parse_variant(label).dir_name / f"seed-{seed}"
+        train = ["train", "--config", args.config, *args.overrides, *parse_variant(label).train_overrides(),
+                 f"train.seed={seed}", f"train.output_dir={run_dir}"]
+        evaluate = ["eval", "--model", str(run_dir / "model"), "--data", *data, "--seed", str(seed),
+                    "--out", str(run_dir / "eval"), "--threads", "1", "--no-progress", *eval_args]
+        return (Job(f"{label} seed {seed}" + (" (dev)" if root != out else ""),
+                    [Step(train, run_dir / "model" / "config.json"), Step(evaluate, run_dir / "eval" / "summary.json")],
+                    run_dir / "console.log"), run_dir / "eval" / "summary.json")
+
+    final = {label: label for label in labels}  # method -> the label it runs at on every seed
+    if grid:
+        check_disjoint(args.dev_data, args.data)
+        points = {label: [(pt, with_settings(label, pt)) for pt in grid] for label in labels}
+        dev_jobs = {(label, pl): job(pl, seeds[0], args.dev_data, out / "dev")
+                    for label in labels for _, pl in points[label]}
+        print(f"choosing {', '.join(g.split('=')[0] for g in args.grid)} for {len(labels)} method(s) on "
+              f"{' '.join(args.dev_data)} (seed {seeds[0]}, {len(dev_jobs)} runs)", flush=True)
+        run_jobs([j for j, _ in dev_jobs.values()], workers)
+        metric = args.select
+        dev_scores = {}
+        for label in labels:
+            scored = []
+            for pt, pl in points[label]:
+                metrics = overall_metrics(json.loads(dev_jobs[(label, pl)][1].read_text()))
+                metric = metric or _default_metric(metrics)
+                if metric not in metrics:
+                    raise InputError(f"--select {metric!r}: the evaluation reports {sorted(metrics)}")
+                scored.append((pt, metrics[metric]))
+            dev_scores[label] = scored
+        chosen = choose_on_dev(dev_scores)
+        final = {label: with_settings(label, chosen[label]) for label in labels}
+        files = write_dev_report(out, dev_scores, chosen, metric, args.dev_data, seeds[0])
+        print(files[0].read_text(), flush=True)
+
+    main_jobs = {(label, s): job(final[label], s, args.data, out) for label in labels for s in seeds}
+    run_jobs([j for j, _ in main_jobs.values()], workers)
+    per_seed = {s: {label: overall_metrics(json.loads(main_jobs[(label, s)][1].read_text())) for label in labels}
+                for s in seeds}
+    files = write_comparison(out, per_seed, baseline, settings={label: final[label] for label in labels if grid})
     print(files[0].read_text())
     print("wrote " + ", ".join(map(str, files)))
     return 0
+
+
+def _default_metric(metrics: dict) -> str:
+    avg = sorted(m for m in metrics if m.startswith("avg@"))
+    if not avg:
+        raise InputError(f"the evaluation reports no avg@n to choose on ({sorted(metrics)}): pass --select")
+    return avg[-1]
+
+
+def write_dev_report(out: Path, dev_scores: dict, chosen: dict, metric: str, dev_data: list[str],
+                     seed: int) -> list[Path]:
+    """dev.json, dev.md (every grid point's dev score per method, the chosen one marked) and
+    dev_grid.png (the dev curve of each method)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "dev.json").write_text(json.dumps({
+        "metric": metric, "dev_data": dev_data, "seed": seed,
+        "methods": {m: {"chosen": chosen[m], "points": [{"settings": pt, metric: v} for pt, v in scored]}
+                    for m, scored in dev_scores.items()}}, indent=1))
+    keys = list(next(iter(chosen.values())))
+    lines = [f"# Settings chosen on the dev split ({' '.join(dev_data)}, seed {seed}, by {metric})", "",
+             "| method | " + " | ".join(keys) + f" | dev {metric} |", "|---|" + "---|" * (len(keys) + 1)]
+    for m, scored in dev_scores.items():
+        for pt, v in scored:
+            mark = " **(chosen)**" if pt == chosen[m] else ""
+            lines.append(f"| {m} | " + " | ".join(pt[k] for k in keys) + f" | {v:.3f}{mark} |")
+    (out / "dev.md").write_text("\n".join(lines) + "\n")
+    png = plot_dev_grid(dev_scores, chosen, metric, out / "dev_grid.png")
+    return [out / "dev.md", out / "dev.json", png]
+
+
+def plot_dev_grid(dev_scores: dict, chosen: dict, metric: str, path: Path) -> Path:
+    """Dev score against the grid point per method (a log axis for one positive numeric key spanning
+    more than 10x, as learning rates do); the chosen point circled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    first = next(iter(dev_scores.values()))
+    keys = list(first[0][0])
+    try:
+        xs = [float(pt[keys[0]]) for pt, _ in first] if len(keys) == 1 else None
+    except ValueError:
+        xs = None
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for m, scored in dev_scores.items():
+        x = [float(pt[keys[0]]) for pt, _ in scored] if xs is not None else list(range(len(scored)))
+        ax.plot(x, [v for _, v in scored], marker="o", label=m)
+        i = next(i for i, (pt, _) in enumerate(scored) if pt == chosen[m])
+        ax.scatter([x[i]], [scored[i][1]], s=160, facecolors="none", edgecolors="black")
+    if xs is not None:
+        if min(xs) > 0 and max(xs) / min(xs) > 10:
+            ax.set_xscale("log")
+        ax.set_xlabel(keys[0])
+    else:
+        ax.set_xticks(range(len(first)), ["\n".join(f"{k}={v}" for k, v in pt.items()) for pt, _ in first], fontsize=7)
+    ax.set_ylabel(f"dev {metric}")
+    ax.set_title("each method's settings chosen on the dev split (circled)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
 
 
 def overall_metrics(summary: dict) -> dict[str, float]:
@@ -88,7 +249,7 @@ def overall_metrics(summary: dict) -> dict[str, float]:
     return out
 
 
-def write_comparison(out: Path, per_seed: dict, baseline: str) -> list[Path]:
+def write_comparison(out: Path, per_seed: dict, baseline: str, settings: dict | None = None) -> list[Path]:
     from resrl.eval.plots import plot_passk
     from resrl.eval.seeds import aggregate_seeds, paired_differences, passk_band_summaries
 
@@ -96,8 +257,9 @@ def write_comparison(out: Path, per_seed: dict, baseline: str) -> list[Path]:
     diffs = paired_differences(per_seed, baseline)
     seeds = sorted(per_seed)
     (out / "compare.json").write_text(json.dumps({"seeds": seeds, "per_seed": {str(s): v for s, v in per_seed.items()},
-                                                  "aggregate": agg, f"paired_vs_{baseline}": diffs}, indent=1,
-                                                 default=lambda x: None))
+                                                  "aggregate": agg, f"paired_vs_{baseline}": diffs,
+                                                  **({"settings_chosen_on_dev": settings} if settings else {})},
+                                                 indent=1, default=lambda x: None))
     first = next(iter(agg.values()))
     metrics = sorted((m for m in first if m.startswith("avg@"))) + sorted(
         (m for m in first if m.startswith("pass@")), key=lambda m: int(m[5:]))
@@ -109,6 +271,9 @@ def write_comparison(out: Path, per_seed: dict, baseline: str) -> list[Path]:
              "Mean over seeds and 95 % Student-t interval over seeds.", "",
              "| algorithm | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
     lines += [f"| {a} | " + " | ".join(cell(d[m]) for m in metrics) + " |" for a, d in agg.items()]
+    if settings:
+        lines += ["", "Each method ran at the settings chosen on the dev split (dev.md):", ""]
+        lines += [f"- {a}: `{settings[a]}`" for a in agg if a in settings]
     if diffs:
         lines += ["", f"Paired difference against {baseline} (same seed), and seeds where higher:", "",
                   f"| algorithm − {baseline} | " + " | ".join(metrics) + " |", "|---|" + "---|" * len(metrics)]
@@ -120,4 +285,5 @@ def write_comparison(out: Path, per_seed: dict, baseline: str) -> list[Path]:
     return [out / "compare.md", out / "compare.json", out / "passk_seeds.png"]
 
 
-__all__ = ["register", "run", "overall_metrics", "write_comparison"]
+__all__ = ["register", "run", "parse_grid", "choose_on_dev", "check_disjoint", "overall_metrics", "write_comparison",
+           "write_dev_report", "plot_dev_grid"]
