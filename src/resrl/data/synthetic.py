@@ -149,6 +149,18 @@ class HeldOutSplitTask:
                 out.append(problem)
         return out
 
+    def dev_split(self, n: int) -> list[Problem]:
+        """The first `n` distinct problems of the stream "dev" (the one the demo's warm start stops on),
+        none of them held out: the split on which settings are chosen, disjoint from `test`."""
+        rng = random.Random(f"{self.stream_prefix}-dev-{self.config.seed}")
+        dev: dict = {}
+        while len(dev) < n:
+            problem = self.draw_problem(rng)
+            key = self.split_key(problem)
+            if key not in self._test_keys:
+                dev.setdefault(key, problem)
+        return list(dev.values())
+
     def is_test(self, problem: Problem) -> bool:
         return self.split_key(problem) in self._test_keys
 

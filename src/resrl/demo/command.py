@@ -41,6 +41,13 @@ def register(subparsers) -> None:
     p.add_argument("--rl-steps", type=int, default=None, help="RL steps per algorithm (default: 250; quick: 6)")
     p.add_argument("--lr", type=float, default=None, help="RL learning rate (default: 1e-4)")
     p.add_argument("--eval-samples", type=int, default=None, help="samples per held-out problem (default: 16)")
+    p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="choose each algorithm's setting first: every (algorithm, value) from one warm start of the "
+                        "first seed, evaluated on the dev split (disjoint from the held-out one) in OUT/dev; each "
+                        "algorithm's best Avg@n there then runs on every seed (--seeds) and is reported on the "
+                        "held-out split, e.g. --grid train.learning_rate=3e-5,1e-4,3e-4 (repeat for a product)")
+    p.add_argument("--eval-split", choices=("test", "dev"), default="test",
+                   help="evaluate on the held-out split (default) or the dev split settings are chosen on")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default: 1, fastest for the tiny model, robust on a busy machine)")
     p.set_defaults(func=run)
@@ -53,7 +60,8 @@ def config_from_args(args: argparse.Namespace):
 
     algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
     cfg = get_demo_task(args.task).config(quick=args.quick)
-    cfg = replace(cfg, out=args.out, algorithms=algorithms, seed=args.seed, threads=args.threads)
+    cfg = replace(cfg, out=args.out, algorithms=algorithms, seed=args.seed, threads=args.threads,
+                  eval_split=getattr(args, "eval_split", "test"))
     if args.rl_steps is not None:
         if args.rl_steps < 1:
             raise InputError(f"--rl-steps must be >= 1, got {args.rl_steps}")
@@ -81,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
         from resrl.demo.parallel import worker_main
 
         return worker_main(args.out, args.worker_run)
+    if args.grid:
+        return run_grid(args)
     if args.seeds is not None:
         return run_multiseed(args)
     from resrl.demo.run import run_demo
@@ -95,3 +105,46 @@ def run_multiseed(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds)
     config_from_args(args)  # validate the shared options before starting any process
     return run_multiseed_demo(args, seeds, args.task, args.algorithms, args.out, baseline="grpo")
+
+
+def run_grid(args: argparse.Namespace) -> int:
+    """`resrl demo --grid KEY=V1,V2 [--seeds ...]`: each algorithm's setting chosen on the dev split of
+    the first seed (one demo run in OUT/dev with every (algorithm, value), `--eval-split dev`), then
+    the chosen variants over the seeds (`run_multiseed_demo`, OUT/seed-S), reported on the held-out
+    split; OUT/dev.md, dev.json, dev_grid.png show the choice (resrl.eval.compare's report)."""
+    import json
+    from pathlib import Path
+
+    from resrl.demo.seeds import parse_seeds, run_multiseed_demo, run_seeds
+    from resrl.eval.compare import choose_on_dev, parse_grid, write_dev_report
+    from resrl.train.variants import with_settings
+
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
+    methods = [a.strip() for a in args.algorithms.split(",") if a.strip()]
+    grid = parse_grid(args.grid)
+    config_from_args(args)  # validate the shared options before starting any process
+    out = Path(args.out)
+    labels = {m: [(pt, with_settings(m, pt)) for pt in grid] for m in methods}
+    every = ",".join(label for m in methods for _, label in labels[m])
+    print(f"choosing {', '.join(grid[0])} for {', '.join(methods)} on the dev split (seed {seeds[0]}, "
+          f"{len(methods) * len(grid)} RL runs from one warm start) in {out / 'dev'}", flush=True)
+    shared = ["--task", args.task, "--eval-split", "dev", "--algorithms", every, "--workers",
+              str(args.workers or 2), *_budget_args(args)]
+    summary = run_seeds(out, [seeds[0]], shared, workers=1, subdir="dev")[seeds[0]]
+    dev_scores = {m: [(pt, float(summary["results"][label]["avg"])) for pt, label in labels[m]] for m in methods}
+    chosen = choose_on_dev(dev_scores)
+    files = write_dev_report(out, dev_scores, chosen, f"Avg@{summary['config']['eval']['n']}",
+                             [f"{args.task} dev split"], seeds[0])
+    print(files[0].read_text(), flush=True)
+    final = [with_settings(m, chosen[m]) for m in methods]
+    (out / "chosen.json").write_text(json.dumps(dict(zip(methods, final)), indent=1))
+    baseline = final[methods.index("grpo")] if "grpo" in methods else final[0]
+    return run_multiseed_demo(args, seeds, args.task, ",".join(final), out, baseline=baseline)
+
+
+def _budget_args(args: argparse.Namespace) -> list[str]:
+    out = []
+    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
+        if value is not None:
+            out += [flag, str(value)]
+    return out + (["--quick"] if args.quick else [])

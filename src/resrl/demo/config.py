@@ -45,6 +45,9 @@ class DemoConfig:
     # 10x slower with 2 threads than with 1 (measured: 1.25 s vs 0.13 s per step)
     threads: int | None = 1
     is_quick: bool = False
+    # the split every policy is evaluated on: "test" (held out), or "dev" (`HeldOutSplitTask.dev_split`,
+    # as many problems, disjoint from it) where `resrl demo --grid` chooses each method's settings
+    eval_split: str = "test"
 
     @classmethod
     def quick(cls, **overrides) -> "DemoConfig":

@@ -127,8 +127,19 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
         result.model.save_pretrained(out / run_dir_name(algo) / "model")
     rl_seconds = display.done(bar) if display is not None else time.perf_counter() - t1
     t2 = time.perf_counter()
-    res = _evaluate(display, algo, result.model, result.tokenizer, test=task.test, cfg=cfg, log_path=log_path)
+    res = _evaluate(display, algo, result.model, result.tokenizer, test=eval_problems(task, cfg), cfg=cfg,
+                    log_path=log_path)
     return RunRecord(result.metrics, res, rl_seconds, time.perf_counter() - t2, result.resrl_mode)
+
+
+def eval_problems(task, cfg: DemoConfig) -> list:
+    """The problems every policy is evaluated on: the held-out split, or with cfg.eval_split = "dev"
+    the dev split of as many problems (disjoint from the held-out one)."""
+    if cfg.eval_split == "test":
+        return task.test
+    if cfg.eval_split == "dev":
+        return task.dev_split(len(task.test))
+    raise InputError(f"eval_split must be 'test' or 'dev', got {cfg.eval_split!r}")
 
 
 def rl_info(entry: dict) -> str:

@@ -21,7 +21,7 @@ from resrl.demo.display import Display
 from resrl.demo.evaluate import EvalResult, greedy_accuracy
 from resrl.demo.parallel import run_workers
 from resrl.demo.pipeline import (DemoConfig, _algorithm_names, _console, _evaluate, _jsonable, _print_table, _quiet,
-                                 _tiny_config, run_dir_name, train_and_evaluate, train_config)
+                                 _tiny_config, eval_problems, run_dir_name, train_and_evaluate, train_config)
 from resrl.demo.tasks import build_task, get_demo_task
 from resrl.demo.warmstart import warm_start
 from resrl.errors import InputError
@@ -74,13 +74,13 @@ def run_demo(cfg: DemoConfig, workers: int | None = None) -> dict:
     timings: dict[str, float] = {}
     demo_task = get_demo_task(cfg.task_name)
     task = build_task(cfg)
-    test = task.test
+    test = eval_problems(task, cfg)
     summary: dict = {"config": _jsonable(asdict(cfg)), "results": {}, "timings": timings,
                      "example": {"prompt": test[0].prompt, "target": demo_task.target(test[0])}, "workers": workers}
 
     console.rule(f"[bold]ResRL demo: {demo_task.title} on a tiny Qwen3 model (offline, CPU)")
     console.print(f"task: {test[0].prompt}{demo_task.target(test[0])}  ({demo_task.description(cfg.task)}); "
-                  f"held-out split: {len(test)} problems; "
+                  f"{'held-out' if cfg.eval_split == 'test' else 'dev'} split: {len(test)} problems; "
                   f"RL runs: {len(cfg.algorithms)}, " + ("one after the other" if workers == 1 else
                                                           f"{workers} worker processes"))
 

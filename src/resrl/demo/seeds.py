@@ -42,20 +42,26 @@ def seed_dir(out: str | Path, seed: int) -> Path:
 
 
 def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int,
-              poll_s: float = 1.0) -> dict[int, dict]:
+              poll_s: float = 1.0, subdir: str | None = None) -> dict[int, dict]:
     """Run `resrl demo --seed S --out OUT/seed-S <demo_args>` for every seed whose summary.json is
     missing, at most `workers` at a time (each its own process with one torch thread), and return
-    {seed: summary}. A finished seed is never rerun (resume by running the same command again)."""
+    {seed: summary}. A finished seed is never rerun (resume by running the same command again).
+    `subdir`: one run per seed in OUT/<subdir> instead (the grid's dev run). Inside a seed, one
+    process (--workers 1) unless demo_args set --workers."""
     from resrl.eval.jobs import Job, Step, run_jobs
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    # the seeds are the parallel unit: inside a seed, one process (--workers 1)
-    jobs = [Job(f"seed {s}", [Step(["demo", "--seed", str(s), "--out", str(seed_dir(out, s)), "--threads", "1",
-                                    "--workers", "1", *demo_args], seed_dir(out, s) / "summary.json")],
-                seed_dir(out, s) / "console.log") for s in seeds]
+
+    def where(s: int) -> Path:
+        return out / subdir if subdir is not None else seed_dir(out, s)
+
+    inner = [] if "--workers" in demo_args else ["--workers", "1"]
+    jobs = [Job(f"seed {s}" + (f" ({subdir})" if subdir else ""),
+                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner, *demo_args],
+                      where(s) / "summary.json")], where(s) / "console.log") for s in seeds]
     run_jobs(jobs, workers, poll_s)
-    return {s: json.loads((seed_dir(out, s) / "summary.json").read_text()) for s in seeds}
+    return {s: json.loads((where(s) / "summary.json").read_text()) for s in seeds}
 
 
 def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, out: str | Path, baseline: str) -> int:

@@ -1,0 +1,50 @@
+"""`resrl demo --grid`: each algorithm's setting chosen on a dev split that never meets the held-out
+split, then the chosen variants over the seeds, reported on the held-out split."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from resrl.demo.tasks import DEMO_TASKS, build_task
+
+
+@pytest.mark.parametrize("name", sorted(n for n, t in DEMO_TASKS.items() if t.runner is None))
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_dev_split_is_disjoint_from_the_held_out_split(name, quick):
+    from dataclasses import replace
+
+    from resrl.demo.pipeline import eval_problems
+
+    cfg = DEMO_TASKS[name].config(quick=quick)
+    task = build_task(cfg)
+    dev = eval_problems(task, replace(cfg, eval_split="dev"))
+    assert eval_problems(task, cfg) == task.test
+    assert len(dev) == len(task.test)
+    dev_keys, test_keys = {task.split_key(p) for p in dev}, {task.split_key(p) for p in task.test}
+    assert len(dev_keys) == len(dev) and not dev_keys & test_keys
+    assert dev == task.dev_split(len(task.test))  # deterministic
+
+
+@pytest.mark.slow
+def test_demo_grid_chooses_on_dev_and_reports_the_choice_on_held_out(tmp_path):
+    from resrl.cli import main
+
+    out = tmp_path / "grid"
+    argv = ["demo", "--quick", "--out", str(out), "--algorithms", "grpo,resrl", "--seeds", "0", "--rl-steps", "2",
+            "--grid", "train.learning_rate=1e-4,1e-2", "--workers", "2"]
+    assert main(argv) == 0
+    dev = json.loads((out / "dev" / "summary.json").read_text())
+    assert dev["config"]["eval_split"] == "dev"
+    assert set(dev["results"]) >= {f"{m}/train.learning_rate={lr}" for m in ("grpo", "resrl") for lr in ("1e-4", "1e-2")}
+    report = json.loads((out / "dev.json").read_text())
+    for m in ("grpo", "resrl"):  # the choice is the dev argmax (the grid's first point on a tie)
+        scores = {lr: dev["results"][f"{m}/train.learning_rate={lr}"]["avg"] for lr in ("1e-4", "1e-2")}
+        best = "1e-2" if scores["1e-2"] > scores["1e-4"] else "1e-4"
+        assert report["methods"][m]["chosen"] == {"train.learning_rate": best}
+    chosen = json.loads((out / "chosen.json").read_text())
+    held_out = json.loads((out / "seed-0" / "summary.json").read_text())
+    assert held_out["config"]["eval_split"] == "test"
+    assert set(held_out["results"]) == {"warm start", *chosen.values()}
+    assert (out / "dev_grid.png").stat().st_size > 0 and (out / "multiseed.md").is_file()
