@@ -44,10 +44,11 @@ captured by the same mechanism in the same pass (engines/capture.py).
 FlowRL needs log π_ref with a zero KL coefficient: the trainer then keeps a reference model itself
 (with LoRA: the policy with its adapters disabled, as TRL does for the KL).
 
-TRL's own loss options are either honoured by `resrl.core.loss.policy_loss` (vLLM importance-
-sampling correction, the MoE router aux loss, `importance_sampling_level` and
-`top_entropy_quantile`, adopted into the LossConfig: `_adopt_trl_loss_options`) or refused at
-construction (`UNSUPPORTED_TRL_OPTIONS`): nothing is dropped silently.
+Every GRPOConfig field is honoured as TRL honours it, mapped onto resrl's setting (beta -> the KL
+coefficient, epsilon / epsilon_high -> the clip range, loss_type -> the aggregation, scale_rewards,
+importance_sampling_level, top_entropy_quantile), refused at construction, or irrelevant: the table
+in engines/trl_fields.py, applied by `trl_fields.resolve_trainer_settings`. Nothing is dropped
+silently.
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_es
 from resrl.core.registry import (AdvantageInputs, AlgorithmConfig, captured_states, compute_token_advantages,
                                  get_algorithm)
 from resrl.engines import metrics as engine_metrics
-from resrl.engines import rules, trl_compat
+from resrl.engines import rules, trl_compat, trl_fields
 from resrl.engines.batches import local_token_advantages
 from resrl.engines.capture import StateCapture
 from resrl.engines.checkpoints import save_atomically
@@ -73,10 +74,11 @@ from resrl.engines.reference import build_reference_model, reference_logps
 from resrl.engines.step_round import StepRound
 from resrl.engines.steps import StepRolloutConfig
 from resrl.engines.trl_compat import GRPOTrainer
+from resrl.engines.trl_config import ResRLGRPOConfig
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
 from resrl.models.generation import model_defaults_hidden
 
-__all__ = ["ResRLTrainer", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
+__all__ = ["ResRLTrainer", "ResRLGRPOConfig", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
            "GRPOTrainer"]
 
 logger = logging.getLogger(__name__)
@@ -84,42 +86,48 @@ logger = logging.getLogger(__name__)
 # keys this adapter adds to TRL's generation batch: (B,) rows
 ROW_KEYS = trl_compat.ENGINE_ROW_KEYS
 
-# GRPOConfig loss-side options that TRL's `_compute_loss` (replaced here) would apply and
-# resrl.core.loss.policy_loss does not: (field, the value that means "off", why it is refused)
-UNSUPPORTED_TRL_OPTIONS = (
-    ("off_policy_mask_threshold", None, "the off-policy sequence mask is not part of resrl.core's loss"),
-    ("use_liger_kernel", None, "Liger's fused GRPO loss would bypass resrl.core's loss"),
-    ("delta", None, "two-sided ratio clipping: use loss.dual_clip_c"),
-    ("use_adaptive_entropy", False, "the entropy bonus is loss.entropy_coef"),
-    ("entropy_coef", 0.0, "the entropy bonus is loss.entropy_coef"),
-)
-# GRPOConfig loss options honoured through the LossConfig: (field, TRL's default)
-ADOPTED_TRL_OPTIONS = (("importance_sampling_level", "token"), ("top_entropy_quantile", 1.0))
+# GRPOConfig options refused (engines/trl_fields.py, the table of every GRPOConfig field):
+# (field, a value that means "off", why it is refused); `resrl train`'s trl: section checks them too
+UNSUPPORTED_TRL_OPTIONS = tuple((name, f.accepted[0], f.note) for name, f in trl_fields.GRPO_CONFIG_FIELDS.items()
+                                if f.category == trl_fields.REFUSED and f.applies is None)
 
 
 class ResRLTrainer(trl_compat.GRPOHooks):
     """GRPOTrainer whose advantages are the `(B, T)` token advantages of `algorithm` and whose loss
     is the algorithm's policy loss from `resrl.core.loss.POLICY_LOSSES` with `loss_config`.
 
-    algorithm:          resrl.core.registry.AlgorithmConfig (name, shaping, ResRL settings)
-    loss_config:        resrl.core.loss.LossConfig (aggregation, clip-higher, dual-clip, KL, entropy)
+    algorithm:          an algorithm's name ("grpo", "resrl", ...) or a resrl.core.registry.AlgorithmConfig;
+                        None: `args.algorithm` of a ResRLGRPOConfig, else "grpo"
+    loss_config:        resrl.core.loss.LossConfig; None: the algorithm's loss defaults (as `resrl train`)
+                        under the GRPOConfig fields that map onto it (beta, epsilon, loss_type, ...)
     resrl_mode:         "auto" | "aligned" | "extra-pass" (see the module docstring)
     dynamic_sampling:   DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds:  extra generation rounds allowed per step to refill dropped groups
     step_rollout:       step-level rollouts (resrl.engines.steps.StepRolloutConfig); None = TRL's
-    Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G).
+    Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G, or a
+    `resrl.engines.trl_config.ResRLGRPOConfig` carrying the settings above as flat fields). What
+    becomes of every GRPOConfig field: engines/trl_fields.py (honoured, mapped, refused, irrelevant).
     """
 
-    def __init__(self, *args, algorithm: AlgorithmConfig, loss_config: LossConfig, resrl_mode: str = "auto",
-                 dynamic_sampling: bool | None = None, max_refill_rounds: int = 4,
-                 step_rollout: StepRolloutConfig | None = None, **kwargs):
+    def __init__(self, *args, algorithm: AlgorithmConfig | str | None = None, loss_config: LossConfig | None = None,
+                 resrl_mode: str | None = None, dynamic_sampling: bool | None = None,
+                 max_refill_rounds: int | None = None, step_rollout: StepRolloutConfig | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        algorithm, loss_config, notes = trl_fields.resolve_trainer_settings(self.args, algorithm, loss_config)
+        for note in notes:  # TRL defaults that differ from the algorithm's and are not applied: say so once
+            logger.warning(note)
+        self.scale_rewards = algorithm.scale_rewards  # TRL's own group statistics (logged) use it
+        resrl_mode = resrl_mode or getattr(self.args, "resrl_mode", None) or "auto"
+        if dynamic_sampling is None:
+            dynamic_sampling = getattr(self.args, "dynamic_sampling", None)
+        if max_refill_rounds is None:
+            max_refill_rounds = getattr(self.args, "max_refill_rounds", None) or 4
         spec = get_algorithm(algorithm.name)
         self.step_rollout = step_rollout
         self.algorithm = algorithm
         layout = self.run_layout(resrl_mode, dynamic_sampling)
         rules.check(layout, "trainer")
-        self.loss_config = self._adopt_trl_loss_options(loss_config)
+        self.loss_config = loss_config
         needs_penultimate, needs_head, head_topk = captured_states(algorithm)
         # states of the policy's own forward are needed (the ResRL modes apply to both kinds)
         self.needs_hidden = needs_penultimate or needs_head
@@ -171,30 +179,9 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     def aligned_possible(self) -> bool:
         return self.run_layout().aligned_possible
 
-    def _adopt_trl_loss_options(self, loss_config: LossConfig) -> LossConfig:
-        """GRPOConfig's `importance_sampling_level` / `top_entropy_quantile` (TRL users set them
-        there) become the LossConfig's, which the core's loss honours; set in both places to
-        different non-default values is a ValueError naming the field."""
-        updates = {}
-        for name, default in ADOPTED_TRL_OPTIONS:
-            theirs, ours = getattr(self.args, name, default), getattr(loss_config, name)
-            if theirs == default or theirs == ours:
-                continue
-            if ours != default:
-                raise ValueError(f"GRPOConfig.{name}={theirs!r} conflicts with loss_config.{name}={ours!r}: "
-                                 "set it in one place")
-            updates[name] = theirs
-        return dataclasses.replace(loss_config, **updates) if updates else loss_config
-
     def _check_trl_options(self) -> None:
-        """Refuse the GRPOConfig loss options this trainer's loss would silently ignore."""
-        for name, off, why in UNSUPPORTED_TRL_OPTIONS:
-            value = getattr(self.args, name, off)
-            if value != off and not (off is None and value is False):
-                raise ValueError(f"GRPOConfig.{name}={value!r} is not supported by ResRLTrainer: {why}")
-        if self.args.loss_type != "dapo":  # GRPOConfig's default; any other value would be ignored
-            raise ValueError(f"GRPOConfig.loss_type={self.args.loss_type!r} is not supported by ResRLTrainer: its loss "
-                             "is resrl.core.loss.policy_loss (aggregation = loss_config.agg)")
+        """The refused GRPOConfig fields were checked by trl_fields.resolve_trainer_settings; log the one
+        TRL option applied inside resrl's loss that users look for."""
         if self.use_vllm and self.vllm_importance_sampling_correction:
             logger.info("vLLM importance-sampling correction (%s) is applied in resrl.core.loss.policy_loss",
                         self.vllm_importance_sampling_mode)

@@ -119,6 +119,7 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         beta=config.loss.kl_coef,
         epsilon=config.loss.clip_eps_low,
         epsilon_high=config.loss.clip_eps_high,
+        use_bias_correction_kl=False,  # resrl.core.loss's KL has no ratio correction (engines/trl_fields.py)
         **checkpointing_args(config.model.gradient_checkpointing),
         bf16=t.bf16,
         use_cpu=use_cpu,
