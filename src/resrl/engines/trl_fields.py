@@ -236,9 +236,12 @@ def trl_given(args) -> tuple[dict, dict, list[str]]:
     ({algorithm field: value}, {loss field: value}) in resrl's terms, and the notes on the
     TRL defaults that are not applied (`default_differences` fills them in)."""
     algorithm, loss = {}, {}
+    # the config class's own defaults (ResRLGRPOConfig: None for loss_type / scale_rewards, so that an
+    # explicit "dapo" / "group" is applied there)
+    own = {f.name: f.default for f in dataclasses.fields(args)} if dataclasses.is_dataclass(args) else {}
     for name, default, where, target in MAPPED_TARGETS:
         value = getattr(args, name, default)
-        if value is None or value == default:
+        if value is None or value == own.get(name, default):
             continue
         (loss if where == "loss" else algorithm)[target] = _trl_value(args, name, value)
     return algorithm, loss, []
@@ -282,10 +285,11 @@ def _adopt(obj, given: dict, where: str, what: str):
         if ours == value:
             continue
         if ours != getattr(type(obj)(), target):
-            trl_name = next((f"GRPOConfig.{n}" for n, _, w, t in MAPPED_TARGETS if w == where and t == target),
-                            "ResRLGRPOConfig")
-            raise ValueError(f"{trl_name} (-> {where}.{target}={value!r}) conflicts with "
-                             f"{what}.{target}={ours!r}: set it in one place")
+            trl_name = next((n for n, _, w, t in MAPPED_TARGETS if w == where and t == target), None)
+            given = (f"GRPOConfig.{trl_name}={value!r}" if trl_name not in ("loss_type", "scale_rewards", None) else
+                     f"GRPOConfig.{trl_name} (-> {where}.{target}={value!r})" if trl_name else
+                     f"ResRLGRPOConfig's {where}.{target}={value!r}")
+            raise ValueError(f"{given} conflicts with {what}.{target}={ours!r}: set it in one place")
         updates[target] = value
     return dataclasses.replace(obj, **updates) if updates else obj
 
