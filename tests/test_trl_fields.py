@@ -188,3 +188,36 @@ def _grpo_config_cls():
     from trl import GRPOConfig
 
     return GRPOConfig
+
+
+# ---- swapping the class, metrics a TRL dashboard reads, the model card -----------------------------------
+
+def test_swap_from_grpo_trainer_metrics_and_model_card(model_dir, tmp_path):
+    """GRPOTrainer's call with ResRLTrainer and algorithm="resrl" (a name) trains; TRL's metric names
+    are logged, ResRL's ω statistics are on every step (NaN: no group has a correct response), and
+    save_model writes TRL's model card naming the algorithm and its settings."""
+    from trl import GRPOConfig
+
+    from resrl import ResRLTrainer
+
+    args = GRPOConfig(output_dir=str(tmp_path / "out"), use_cpu=True, report_to="none", max_steps=2,
+                      per_device_train_batch_size=8, num_generations=4, max_completion_length=6, logging_steps=1,
+                      save_strategy="no", disable_tqdm=True)
+    trainer = ResRLTrainer(model=model_dir, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                           args=args, train_dataset=toy_dataset(8), algorithm="resrl")
+    assert trainer.loss_config.agg == "seq-mean-token-mean"  # resrl's documented default, TRL's dapo not applied
+    trainer.train()
+    logs = [h for h in trainer.state.log_history if "loss" in h]
+    assert len(logs) == 2
+    for entry in logs:
+        for key in ("reward", "completions/mean_length", "clip_ratio/low_mean", "clip_ratio/high_mean",
+                    "clip_ratio/region_mean", "clip_ratio/low_min", "clip_ratio/high_max", "entropy", "accuracy"):
+            assert key in entry, key
+        for key in ("reward_mean", "response_length", "train/completions", "train/train/completions"):
+            assert key not in entry, key
+        assert math.isnan(entry["resrl/omega_mean"]), entry.get("resrl/omega_mean")
+        assert entry["completions/update_rows"] == 8
+    trainer.save_model(str(tmp_path / "final"))
+    card = (tmp_path / "final" / "README.md").read_text()
+    assert "GRPO" in card and "algorithm **resrl**" in card and '"rank": 64' in card and '"agg"' in card
+    assert "- resrl" in card  # the tags

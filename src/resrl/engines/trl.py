@@ -55,7 +55,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
+import os
+import shutil
 
 import torch
 from accelerate.utils import is_peft_model
@@ -82,6 +85,8 @@ __all__ = ["ResRLTrainer", "ResRLGRPOConfig", "UNSUPPORTED_TRL_OPTIONS", "ROW_KE
            "GRPOTrainer"]
 
 logger = logging.getLogger(__name__)
+
+MODEL_CARD_SECTION = "## resrl"
 
 # keys this adapter adds to TRL's generation batch: (B,) rows
 ROW_KEYS = trl_compat.ENGINE_ROW_KEYS
@@ -157,7 +162,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             generation_batch_size=self.args.generation_batch_size,
             local_batch_size=self.args.per_device_train_batch_size * self.args.steps_per_generation,
             seed=self.args.seed + 1) if self.dynamic_sampling else None
-        self._update_rows = engine_metrics.UpdateRows()  # train/completions
+        self._update_rows = engine_metrics.UpdateRows()  # completions/update_rows
         if self.needs_hidden:
             msg = (f"ResRL weights: {self.resrl_mode} mode "
                    + ("(inside the training forward, no extra pass)" if self.resrl_mode == "aligned" else
@@ -209,8 +214,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                 group_size=self.num_generations, max_refill_rounds=self.max_refill_rounds,
                 pad_token_id=trl_compat.tokenizer(self).pad_token_id, sink=trl_compat.metrics(self, "train"))
         mask = self._loss_mask(out)
-        engine_metrics.log_round(self.accelerator, sink, out["rewards"], out["completion_mask"],
-                                 self.algorithm.correct_threshold)
+        engine_metrics.log_round(self.accelerator, sink, out["rewards"], self.algorithm.correct_threshold)
         hidden, head = out.pop("hidden", None), out.pop("head", None)
         if self.needs_hidden and self.resrl_mode == "aligned":
             out["advantages"] = None  # computed from the training forward's states (compute_policy_loss)
@@ -346,6 +350,53 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             window_tokens = inputs["num_items_in_batch"].clamp(min=1.0) * steps / self.args.steps_per_generation
             return mask.sum() * self.accelerator.num_processes / window_tokens
         return 1.0 / steps
+
+    # ---- logging and the model card --------------------------------------------------------------
+
+    def log(self, logs: dict, start_time: float | None = None) -> None:
+        # an advantage statistic undefined over the whole window (ω without a correct response) is
+        # logged as NaN, where TRL's log would drop it (None): the curve has a point on every step
+        mode = "train" if self.model.training else "eval"
+        engine_metrics.nan_for_undefined(trl_compat.metrics(self, mode), logs, "" if mode == "train" else "eval_")
+        super().log(logs, start_time)
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
+                          tags: str | list[str] | None = None) -> None:
+        """TRL's model card (README.md in args.output_dir), naming the algorithm and its settings."""
+        tags = [tags] if isinstance(tags, str) else list(tags or [])
+        tags += ["resrl", self.algorithm.name]
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        if self.is_world_process_zero():
+            self._append_settings(os.path.join(self.args.output_dir, "README.md"))
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """TRL's save, plus the model card in `output_dir` (TRL writes it beside checkpoints only)."""
+        super().save_model(output_dir, _internal_call)
+        if not _internal_call and output_dir is not None and self.is_world_process_zero():
+            card = os.path.join(self.args.output_dir, "README.md")
+            self.create_model_card(model_name=os.path.basename(os.path.normpath(output_dir)))
+            if os.path.abspath(output_dir) != os.path.abspath(self.args.output_dir):
+                shutil.copyfile(card, os.path.join(output_dir, "README.md"))
+
+    def _append_settings(self, path: str) -> None:
+        """The algorithm and its settings under TRL's card (idempotent: replaces an earlier section)."""
+        if not os.path.isfile(path):
+            return
+        text = open(path, encoding="utf-8").read().split(MODEL_CARD_SECTION)[0].rstrip()
+        spec = get_algorithm(self.algorithm.name)
+        settings = dataclasses.asdict(self.algorithm)
+        if not spec.needs_hidden and self.algorithm.name != "resrl":
+            settings.pop("resrl")
+        for name in ("nthr", "flowrl", "gigpo", "empg"):
+            if name != self.algorithm.name.split("-")[0]:
+                settings.pop(name, None)
+        lines = [text, "", MODEL_CARD_SECTION, "",
+                 f"Trained with resrl's `ResRLTrainer` (TRL's GRPOTrainer with resrl's advantages and loss), algorithm "
+                 f"**{self.algorithm.name}** (policy loss: {spec.policy_loss}).", "", "Algorithm settings:", "",
+                 "```json", json.dumps(settings, indent=1, default=str), "```", "", "Loss settings:", "", "```json",
+                 json.dumps(dataclasses.asdict(self.loss_config), indent=1, default=str), "```", ""]
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
 
     # ---- checkpoints ---------------------------------------------------------------------------
 
