@@ -221,3 +221,23 @@ def test_swap_from_grpo_trainer_metrics_and_model_card(model_dir, tmp_path):
     card = (tmp_path / "final" / "README.md").read_text()
     assert "GRPO" in card and "algorithm **resrl**" in card and '"rank": 64' in card and '"agg"' in card
     assert "- resrl" in card  # the tags
+
+
+def test_loss_config_kl_without_beta_has_a_reference(model_dir, tmp_path):
+    """LossConfig(kl_coef > 0) with GRPOConfig's beta left at 0: the KL term acts (a reference model
+    is built), and a different beta is an error naming it."""
+    from resrl import ResRLTrainer
+    from resrl.core.loss import LossConfig
+
+    def trainer(**kwargs):
+        args = _grpo_config(max_steps=1, per_device_train_batch_size=4, num_generations=4, max_completion_length=4,
+                            save_strategy="no", disable_tqdm=True, use_bias_correction_kl=False, **kwargs)
+        return ResRLTrainer(model=model_dir, reward_funcs=parity_reward, args=args, train_dataset=toy_dataset(4),
+                            algorithm="grpo", loss_config=LossConfig(kl_coef=0.1))
+
+    t = trainer()
+    assert t.loss_config.kl_coef == 0.1 and t.ref_model is not None
+    t.train()
+    assert any("kl" in h for h in t.state.log_history)
+    with pytest.raises(ValueError, match="GRPOConfig.beta=0.5 conflicts with loss_config.kl_coef=0.1"):
+        trainer(beta=0.5)

@@ -152,7 +152,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                              f"{spec.policy_loss!r} loss (it has no per-token surrogate to weight); set it to false")
         self.needs_reference = spec.needs_reference or loss_config.kl_coef > 0
         peft = is_peft_model(self.accelerator.unwrap_model(self.model))
-        if spec.needs_reference and self.ref_model is None and not peft:
+        # (TRL builds one only for beta != 0; a LossConfig(kl_coef > 0) given with beta = 0 needs one too)
+        if self.needs_reference and self.ref_model is None and not peft:
             self.ref_model = build_reference_model(self)
         self.flowrl_head = FlowRLHead(self, algorithm.flowrl) if spec.needs_log_z else None
         self.log_z_head = None if self.flowrl_head is None else self.flowrl_head.module
