@@ -23,7 +23,7 @@ import torch
 
 # per-token means logged under headline names, whatever the loss aggregation
 HEADLINE = {"entropy_token_mean": "entropy", "kl_token_mean": "kl"}
-# resrl.core.loss's clip statistics under TRL 1.16's names (GRPOTrainer._compute_loss)
+# resrl.core.loss's clip statistics under the names TRL 1.16's GRPOTrainer logs for its loss
 TRL_LOSS_NAMES = {"clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "clip_ratio/high_mean",
                   "clip_frac": "clip_ratio/region_mean", "clip_frac_low_seq_min": "clip_ratio/low_min",
                   "clip_frac_high_seq_max": "clip_ratio/high_max"}

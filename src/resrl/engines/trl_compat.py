@@ -120,6 +120,7 @@ BATCH_KEYS = (*TRL_BATCH_KEYS, *ENGINE_ROW_KEYS)
 TRAINER_ATTRIBUTES = (
     "accelerator", "args", "model", "ref_model", "processing_class", "train_dataset", "state",
     "num_generations", "num_iterations", "temperature", "beta", "eos_token_ids", "reward_weights",
+    "scale_rewards",  # written: the algorithm's, for TRL's own reward statistics (loss_type None is never read)
     "use_vllm", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "rollout_func",
     "aux_loss_enabled", "router_aux_loss_coef", "current_gradient_accumulation_steps",
     "is_deepspeed_enabled", "is_fsdp_enabled", "get_high_entropy_mask",
