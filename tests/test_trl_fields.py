@@ -77,6 +77,9 @@ def test_mapped_fields_reach_resrl_settings():
         trl_fields.resolve_trainer_settings(_grpo_config(loss_type="sapo"), "grpo")
     with pytest.raises(ValueError, match="scale_rewards='batch'.*'nsr'"):
         trl_fields.resolve_trainer_settings(_grpo_config(scale_rewards="batch"), "nsr")
+    # TRL's Dr.GRPO recipe (scale_rewards="none", loss_type="dr_grpo") is what drgrpo does
+    _, loss, _ = trl_fields.resolve_trainer_settings(_grpo_config(scale_rewards="none", loss_type="dr_grpo"), "drgrpo")
+    assert loss.agg == "seq-mean-token-sum-norm"
 
 
 def test_algorithm_defaults_equal_resrl_train():

@@ -196,6 +196,8 @@ MAPPED_TARGETS = (
 
 # the algorithms whose advantage reads algorithm.scale_rewards (GRPO's group normalisation)
 SCALE_REWARDS_ALGORITHMS = ("grpo", "dapo", "resrl", "nthr", "flowrl", "empg", "gigpo", "gigpo-resrl")
+# algorithms whose advantage has one fixed scaling: scale_rewards may name it (Dr.GRPO: "none")
+FIXED_SCALE = {"drgrpo": "none"}
 
 
 def category_counts() -> dict[str, int]:
@@ -333,6 +335,8 @@ def resolve_trainer_settings(args, algorithm=None, loss_config: LossConfig | Non
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}: choose one of {sorted(ALGORITHMS)}")
     spec = get_algorithm(name)
+    if "scale_rewards" in trl_alg and name in FIXED_SCALE and trl_alg["scale_rewards"] == FIXED_SCALE[name]:
+        del trl_alg["scale_rewards"]  # what the algorithm does anyway
     if "scale_rewards" in trl_alg and name not in SCALE_REWARDS_ALGORITHMS:
         raise ValueError(f"GRPOConfig.scale_rewards={args.scale_rewards!r}: algorithm {name!r} has no group-normalised "
                          f"advantage to scale (it reads scale_rewards in {', '.join(SCALE_REWARDS_ALGORITHMS)})")
