@@ -165,7 +165,13 @@ CASES = {  # settings both trainers support, under TRL's names
     "dr_grpo-beta-batch": dict(loss_type="dr_grpo", beta=0.5, scale_rewards="batch"),
     "bnpo-beta-gspo": dict(loss_type="bnpo", beta=0.1, importance_sampling_level="sequence",
                            top_entropy_quantile=0.5),
+    # two micro-batches per update (the whole-group shuffle puts other rows together than TRL's, so
+    # the gradients agree to float rounding only, and Adam's first update, ≈ lr·sign(g), can amplify
+    # that on parameters whose gradient is ≈ 0: compared on the first step)
+    "dapo-accumulation": dict(loss_type="dapo", beta=0.1, gradient_accumulation_steps=2),
+    "grpo-accumulation": dict(loss_type="grpo", beta=0.1, gradient_accumulation_steps=2),
 }
+FIRST_STEP_ONLY = ("dapo-accumulation", "grpo-accumulation")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -183,7 +189,8 @@ def test_same_losses_as_grpo_trainer(model_dir, tmp_path, case):
     assert len(theirs) == len(ours) == 2
     assert all(math.isfinite(x) for pair in ours for x in pair)
     assert abs(theirs[1][0]) > 1e-4, "the off-policy step's loss should not vanish"
-    for (tl, tg), (ol, og) in zip(theirs, ours):
+    compared = 1 if case in FIRST_STEP_ONLY else 2
+    for (tl, tg), (ol, og) in zip(theirs[:compared], ours[:compared]):
         assert ol == pytest.approx(tl, rel=1e-3, abs=1e-5) and og == pytest.approx(tg, rel=1e-3, abs=1e-5), (theirs, ours)
 
 
