@@ -33,7 +33,7 @@ def main() -> int:
     moved = len({round(m["flowrl/log_z"], 6) for m in result.metrics}) > 1
     checks = {
         "world": world == 2,
-        "completions": [m["train/completions"] for m in result.metrics] == [12.0, 12.0],
+        "completions": [m["completions/update_rows"] for m in result.metrics] == [12.0, 12.0],
         "head-synced": torch.equal(heads[0], heads[1]) and moved,
         "body-synced": torch.equal(bodies[0], bodies[1]),
     }

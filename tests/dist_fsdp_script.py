@@ -20,7 +20,7 @@ Checks (each printed as `CHECK <name> ok|FAIL <detail>`; exit 1 if any fails):
   straddle     (extra-pass / GRPO) a group has rows on both processes and is cut by micro-batches;
                (aligned) every micro-batch holds whole groups
   once         in both rounds every completion reached the loss exactly once
-  completions  the logged `train/completions` = rollout_prompts x G, for both steps
+  completions  the logged `completions/update_rows` = rollout_prompts x G, for both steps
   weights      in both rounds the token advantages used equal resrl.core on the whole global batch
                (ResRL: hidden states recomputed on the single-process reference policy of that round)
   params       after the two updates the full parameters equal two single-process SGD steps on the
@@ -167,7 +167,7 @@ def main() -> int:
                    for e in everything for r in range(STEPS))
         n_used = sum(len(rows(e["micro"])) for e in everything)
         ok &= check("once", same and n_used == STEPS * prompts * G, f"{n_used} rows used of {STEPS * prompts * G}")
-        logged = [m.get("train/completions") for m in result.metrics]
+        logged = [m.get("completions/update_rows") for m in result.metrics]
         ok &= check("completions", logged == [float(prompts * G)] * STEPS, f"logged {logged}")
 
         from transformers import AutoModelForCausalLM

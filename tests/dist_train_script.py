@@ -9,7 +9,7 @@ Checks (each printed as `CHECK <name> ok|FAIL <detail>`; exit 1 if any fails):
   world        two processes really ran, and the batch was sized for two
   straddle     a group really has rows on both processes, and a micro-batch holds parts of two groups
   once         every completion of the round reached the loss exactly once (no row dropped or doubled)
-  completions  the logged `train/completions` = rollout_prompts x G
+  completions  the logged `completions/update_rows` = rollout_prompts x G
   weights      the token advantages used equal resrl.core on the whole global batch (hidden states
                recomputed with output_hidden_states on the initial model)
   params       after the update the parameters equal one single-process SGD step on the global
@@ -104,7 +104,7 @@ def main() -> int:
         same_rows = all(rows(e["micro"]) == rows([e["round"]]) for e in everything)
         n_used = sum(len(rows(e["micro"])) for e in everything)
         ok &= check("once", same_rows and n_used == PROMPTS * G, f"{n_used} rows used of {PROMPTS * G}")
-        logged = [m.get("train/completions") for m in result.metrics]
+        logged = [m.get("completions/update_rows") for m in result.metrics]
         ok &= check("completions", logged == [float(PROMPTS * G)], f"logged {logged}")
 
         # the global batch, one process's rows after the other (TRL's order)

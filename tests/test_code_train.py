@@ -35,6 +35,6 @@ def test_train_with_the_code_reward_from_a_config(tmp_path, reward):
     result = run_training(cfg, save_final=False)
     assert len(result.metrics) == 2
     for step in result.metrics:
-        assert step["reward_mean"] == 0.0  # nothing a random model writes passes
+        assert step["reward"] == 0.0  # nothing a random model writes passes
         assert step["reward/no_code"] + step["reward/errors"] > 0  # the reward ran (and counted) each item
         assert 0.0 <= step["reward/pass_rate"] <= 1.0

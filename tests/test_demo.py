@@ -296,7 +296,7 @@ def test_parallel_demo_equals_the_sequential_one(quick_sequential, tmp_path, cap
         assert _records(out / "eval" / policy / "sampled") == _records(seq_out / "eval" / policy / "sampled")
     # and the same training trajectories, step by step
     for algo in ("grpo", "resrl"):
-        steps = [[{k: json.loads(line)[k] for k in ("loss", "grad_norm", "reward_mean")}
+        steps = [[{k: json.loads(line)[k] for k in ("loss", "grad_norm", "reward")}
                   for line in (o / algo / "metrics.jsonl").read_text().splitlines()] for o in (out, seq_out)]
         assert steps[0] == steps[1] and len(steps[0]) == parallel["config"]["rl"]["steps"]
 
@@ -350,7 +350,7 @@ def test_quick_demo_end_to_end(quick_sequential, tmp_path):
         lines = (out / algo / "metrics.jsonl").read_text().splitlines()
         assert len(lines) == summary["config"]["rl"]["steps"]
         last = json.loads(lines[-1])
-        assert math.isfinite(last["reward_mean"]) and math.isfinite(last["entropy"])
+        assert math.isfinite(last["reward"]) and math.isfinite(last["entropy"])
     assert "resrl/omega_mean" in json.loads((out / "resrl" / "metrics.jsonl").read_text().splitlines()[-1])
 
     # deterministic given the seed, and each algorithm's run independent of which others ran:

@@ -45,7 +45,7 @@ def test_two_process_weights_equal_single_process():
 @pytest.mark.timeout(300)
 def test_two_process_update_equals_single_process(tmp_path):
     """Groups straddle the processes and the micro-batches (6 rows per process, G = 4, micro-batches
-    of 2): every completion is used once, `train/completions` = 12, the weights and the parameters
+    of 2): every completion is used once, `completions/update_rows` = 12, the weights and the parameters
     after one update equal a single-process recomputation (see dist_train_script.py)."""
     model_dir = build_small_model(tmp_path / "model")
     out = launch(HERE / "dist_train_script.py", model_dir, str(tmp_path / "run"))

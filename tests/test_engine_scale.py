@@ -65,7 +65,7 @@ def test_resrl_with_kl_both_modes(model_dir, tmp_path, monkeypatch, micro, mode)
     assert result.resrl_mode == mode
     assert all(math.isfinite(m["loss"]) and "kl" in m for m in result.metrics)
     assert result.metrics[-1]["kl"] > 0  # the policy moved from the reference
-    assert all(m["train/completions"] == 16 for m in result.metrics)
+    assert all(m["completions/update_rows"] == 16 for m in result.metrics)
     if mode == "extra-pass":  # round 2 runs after one update: policy and reference differ by then
         out = rounds[-1]
         assert out["trainer"].ref_model is not None and "ref_per_token_logps" in out

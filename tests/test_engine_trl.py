@@ -34,8 +34,13 @@ def test_few_steps_every_algorithm(model_dir, tmp_path, algorithm):
     assert len(result.metrics) == 2
     for entry in result.metrics:
         assert math.isfinite(entry["loss"]) and math.isfinite(entry["grad_norm"])
-        for key in ("reward_mean", "accuracy", "response_length", "entropy"):
+        clip = ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean", "clip_ratio/low_min",
+                "clip_ratio/high_max") if ALGORITHMS[algorithm].policy_loss == "clipped-surrogate" else ()
+        for key in ("reward", "accuracy", "completions/mean_length", "entropy", *clip):
             assert key in entry, key
+        # no duplicated TRL metrics, no doubled prefix
+        for key in ("reward_mean", "response_length", "train/completions", "loss/clip_frac"):
+            assert key not in entry, key
     assert any((a - b).abs().max() > 0 for a, b in zip(before, model.parameters())), "parameters did not change"
     if algorithm == "resrl":
         assert result.resrl_mode == "aligned"

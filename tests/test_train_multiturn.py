@@ -42,7 +42,7 @@ def test_multi_turn_training_from_the_config(model_dir, tmp_path, monkeypatch):
                                       "train.max_completion_length=48"))
     result = run_training(cfg, train_dataset=toy_dataset())
     assert len(result.metrics) == 2 and all(math.isfinite(m["loss"]) for m in result.metrics)
-    assert any(0 < m["reward_mean"] < 1 for m in result.metrics)  # the environment's 0/1 rewards
+    assert any(0 < m["reward"] < 1 for m in result.metrics)  # the environment's 0/1 rewards
     env_tokens = 0
     for batch in seen:
         env = (batch["completion_mask"] == 1) & (batch["tool_mask"] == 0)

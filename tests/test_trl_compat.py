@@ -306,19 +306,20 @@ def test_planted_new_loss_option_is_seen():
     assert sorted(self_reads(source) - set(compat.COMPUTE_LOSS_READS)) == ["args.advantage_scale"]
 
 
-def test_unsupported_and_adopted_options_are_grpoconfig_fields_with_the_off_values():
+def test_refused_and_mapped_fields_default_to_trl_defaults():
+    """The field table's "off" values and the mapped fields' TRL defaults are GRPOConfig's defaults."""
     import dataclasses
 
     from trl import GRPOConfig
 
-    from resrl.engines.trl import ADOPTED_TRL_OPTIONS, UNSUPPORTED_TRL_OPTIONS
+    from resrl.engines import trl_fields
 
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
-    for name, off, _ in UNSUPPORTED_TRL_OPTIONS:
-        assert name in defaults and defaults[name] in (off, False), (name, defaults.get(name))
-    for name, default in ADOPTED_TRL_OPTIONS:
+    for name, f in trl_fields.GRPO_CONFIG_FIELDS.items():
+        if f.category == trl_fields.REFUSED:
+            assert defaults[name] in f.accepted or f.applies is not None, (name, defaults[name])
+    for name, default, _, _ in trl_fields.MAPPED_TARGETS:
         assert defaults[name] == default, name
-    assert defaults["loss_type"] == "dapo"  # ResRLTrainer accepts the default only
 
 
 def test_reference_model_built_from_the_same_trl_pieces():

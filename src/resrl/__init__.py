@@ -6,3 +6,21 @@ rollout (engines/) -> reward (rewards/) -> advantage (core/advantages.py)
 """
 
 __version__ = "0.1.0"
+
+# The TRL engine's public names, imported on first use: `import resrl` stays free of torch / trl.
+_LAZY = {"ResRLTrainer": "resrl.engines.trl", "ResRLGRPOConfig": "resrl.engines.trl_config"}
+__all__ = ["__version__", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'resrl' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted({*globals(), *_LAZY})

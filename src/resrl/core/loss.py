@@ -260,6 +260,15 @@ def policy_loss(
         metrics["clip_frac_low"] = (((ratio < 1.0 - cfg.clip_eps_low) & (adv < 0)).to(mask.dtype) * mask).sum() / n_tok
         metrics["clip_frac_high"] = (((ratio > 1.0 + cfg.clip_eps_high) & (adv > 0)).to(mask.dtype) * mask).sum() / n_tok
         metrics["dual_clip_frac"] = (dual.to(mask.dtype) * mask).sum() / n_tok
+        # per-response clip fractions: the smallest low-clip and largest high-clip one (TRL's
+        # clip_ratio/low_min and clip_ratio/high_max, here over the micro-batch)
+        seq_n = mask.sum(dim=1)
+        has = seq_n > 0
+        nan = torch.full((), float("nan"), dtype=dtype, device=mask.device)
+        for key, hit, reduce in (("clip_frac_low_seq_min", (ratio < 1.0 - cfg.clip_eps_low) & (adv < 0), torch.min),
+                                 ("clip_frac_high_seq_max", (ratio > 1.0 + cfg.clip_eps_high) & (adv > 0), torch.max)):
+            per_seq = (hit.to(mask.dtype) * mask).sum(dim=1) / seq_n.clamp(min=1.0)
+            metrics[key] = reduce(per_seq[has]) if bool(has.any()) else nan
         # approximate KL(π_old ‖ π_θ) on tokens sampled from π_old: k3 with r = π_θ / π_old,
         # (r − 1) − log r ≥ 0 (Schulman's estimator, samples from the first argument)
         metrics["approx_kl"] = ((torch.expm1(log_ratio) - log_ratio) * mask).sum() / n_tok

@@ -337,3 +337,29 @@ def compute_token_advantages(inputs: AdvantageInputs, config: AlgorithmConfig) -
     shaped_inputs = replace(inputs, rewards=shaped)
     token_adv, stats = spec.fn(shaped_inputs, config)
     return token_adv.float(), dict(stats)
+
+
+def resolve_settings(algorithm: dict, loss: dict, max_response_length: int | None = None) -> tuple[dict, dict]:
+    """An algorithm's defaults under the settings a user gave, as nested dicts (the YAML's
+    `algorithm:` and `loss:` sections, or the flat fields of a TRL config): the ONE place where
+    `resrl train` (train/config.py) and the TRL engine's Python path (engines/trl_fields.py) apply
+    them, so the same algorithm name gives the same loss from both. Precedence, lowest first:
+
+        dataclass defaults < the algorithm's reward_defaults / loss_defaults
+                           < algorithm.resrl.preset (ResRL only) < keys the user gave
+
+    max_response_length: the completion budget, default of L_max for overlong / length shaping and
+    of the Dr.GRPO normaliser (loss.max_response_length) when not given. Returns new dicts; the
+    preset's errors are ValueErrors; the name must be registered (`get_algorithm`)."""
+    from .resrl_config import resolve_resrl_preset
+
+    algorithm, loss = dict(algorithm or {}), dict(loss or {})
+    spec = get_algorithm(algorithm.get("name", "grpo"))
+    algorithm, loss = resolve_resrl_preset(algorithm, loss, algorithm.get("max_response_length") or max_response_length)
+    algorithm = {**spec.reward_defaults, **algorithm}
+    if algorithm.get("max_response_length") is None:
+        algorithm["max_response_length"] = max_response_length
+    loss = {**spec.loss_defaults, **loss}
+    if loss.get("max_response_length") is None:
+        loss["max_response_length"] = max_response_length
+    return algorithm, loss

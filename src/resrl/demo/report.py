@@ -50,7 +50,8 @@ def _reward_name(cfg) -> str:
 
 
 def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
-    vals = [m[key] for m in metrics if key in m and m[key] is not None]
+    # (NaN: a step where the statistic is undefined, e.g. ω with no correct response in the round)
+    vals = [m[key] for m in metrics if key in m and m[key] is not None and not np.isnan(m[key])]
     return float(np.mean(vals[-window:])) if vals else None
 
 
@@ -104,8 +105,10 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
               f"![training curves]({TRAINING_PNG})", ""]
     end_rows, grad_norms = [], {}
     for algo, metrics in runs.items():
-        vals = [_last(metrics, k) for k in ("accuracy", "response_length", "entropy", "resrl/omega_mean",
+        vals = [_last(metrics, k) for k in ("accuracy", "completions/mean_length", "entropy", "resrl/omega_mean",
                                              "resrl/frac_downweighted")]
+        if vals[1] is None:  # runs logged before the TRL metric names
+            vals[1] = _last(metrics, "response_length")
         grad_norms[algo] = _last(metrics, "grad_norm", window=len(metrics))
         vals.append(grad_norms[algo])
         end_rows.append(f"| {algo} | " + " | ".join("–" if v is None else f"{v:.3f}" for v in vals) + " |")

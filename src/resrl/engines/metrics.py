@@ -2,9 +2,17 @@
 appended to a metrics sink — TRL's per-mode metric lists (`trl_compat.metrics(trainer, mode)`),
 which TRL averages and logs at each logging step.
 
-Names: the core's statistics as `resrl/<name>` (or their own `prefix/name`), the loss's as
-`loss/<name>` with two headline curves `entropy` and `kl`, the round's `reward_mean`, `accuracy`,
-`response_length`, and `train/completions` once per optimiser update.
+Names: a TRL dashboard's keep their TRL meaning, resrl's extras sit beside them, nothing twice.
+    TRL's own (logged by TRL's generate-and-score, unchanged): reward, reward_std, rewards/<f>/mean,
+        completions/mean_length, completions/clipped_ratio, ...
+    TRL's names for the loss (`TRL_LOSS_NAMES`): clip_ratio/low_mean, clip_ratio/high_mean,
+        clip_ratio/region_mean, clip_ratio/low_min, clip_ratio/high_max (min / max over the responses
+        of each micro-batch), and the headline per-token means `entropy` and `kl`
+    resrl's extras: `accuracy` (reward > correct_threshold), the loss's other terms as `loss/<name>`
+        (pg_loss, the entropy and KL aggregated like the loss, dual_clip_frac, approx_kl, ratio_mean),
+        the core's advantage statistics as `resrl/<name>` (or their own `prefix/name`) — on every
+        logged step, NaN when undefined (no group with a correct response: no ω) — and
+        `completions/update_rows` once per optimiser update.
 """
 
 from __future__ import annotations
@@ -15,29 +23,41 @@ import torch
 
 # per-token means logged under headline names, whatever the loss aggregation
 HEADLINE = {"entropy_token_mean": "entropy", "kl_token_mean": "kl"}
+# resrl.core.loss's clip statistics under the names TRL 1.16's GRPOTrainer logs for its loss
+TRL_LOSS_NAMES = {"clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "clip_ratio/high_mean",
+                  "clip_frac": "clip_ratio/region_mean", "clip_frac_low_seq_min": "clip_ratio/low_min",
+                  "clip_frac_high_seq_max": "clip_ratio/high_max"}
+# metrics logged as NaN (not dropped) when a logging window has no defined value
+NAN_LOGGED_PREFIX = "resrl/"
+UPDATE_ROWS = "completions/update_rows"
 
 
 def log_stats(accelerator, sink: dict, stats: dict) -> None:
     """The core's advantage statistics (one dict per round or micro-batch), NaN-averaged over
-    processes; a value that is NaN everywhere (e.g. no group had a positive) is not logged."""
+    processes. A value that is NaN everywhere (e.g. no group had a positive: no ω) is logged as NaN,
+    so each statistic is on every step's line (the trainer's `log` keeps it NaN, not None)."""
     if not stats:
         return
     keys = sorted(stats)
     values = torch.tensor([float(stats[k]) for k in keys], device=accelerator.device)
     values = accelerator.gather(values[None]).nanmean(dim=0).tolist()
     for k, v in zip(keys, values):
-        if math.isfinite(v):  # e.g. no group of the round had a positive: no ω statistics to log
-            sink[k if "/" in k else f"resrl/{k}"].append(v)
+        sink[k if "/" in k else f"resrl/{k}"].append(v)
 
 
-def log_round(accelerator, sink: dict, rewards: torch.Tensor, completion_mask: torch.Tensor,
-              correct_threshold: float) -> None:
-    """reward_mean, accuracy (reward > correct_threshold) and response_length of a generation round."""
+def log_round(accelerator, sink: dict, rewards: torch.Tensor, correct_threshold: float) -> None:
+    """accuracy (reward > correct_threshold) of a generation round (TRL logs reward and lengths)."""
     rewards = accelerator.gather(rewards)
-    lengths = accelerator.gather(completion_mask.sum(1).float())
-    sink["reward_mean"].append(rewards.mean().item())
     sink["accuracy"].append((rewards > correct_threshold).float().mean().item())
-    sink["response_length"].append(lengths.mean().item())
+
+
+def nan_for_undefined(sink: dict, logs: dict, prefix: str = "") -> None:
+    """Move the NAN_LOGGED_PREFIX metrics whose every value in the window is NaN from `sink` into
+    `logs` as NaN (TRL's log would turn them into None, which loggers drop)."""
+    for key in [k for k in sink if k.startswith(NAN_LOGGED_PREFIX)]:
+        if sink[key] and all(math.isnan(v) for v in sink[key]):
+            del sink[key]
+            logs[prefix + key] = float("nan")
 
 
 def log_loss(accelerator, sink: dict, metrics: dict, device) -> None:
@@ -47,11 +67,11 @@ def log_loss(accelerator, sink: dict, metrics: dict, device) -> None:
     values = torch.tensor([metrics[k] for k in keys], device=device)
     values = accelerator.gather(values[None]).nanmean(dim=0).tolist()
     for k, v in zip(keys, values):
-        sink[HEADLINE.get(k, k if "/" in k else f"loss/{k}")].append(v)
+        sink[HEADLINE.get(k) or TRL_LOSS_NAMES.get(k) or (k if "/" in k else f"loss/{k}")].append(v)
 
 
 class UpdateRows:
-    """`train/completions`: completion rows that reached the loss in this optimiser update,
+    """`completions/update_rows`: completion rows that reached the loss in this optimiser update,
     summed over processes and logged once per update — dropped rows would show here."""
 
     def __init__(self):
@@ -61,5 +81,5 @@ class UpdateRows:
         self.rows += rows
         if last_micro_batch:
             total = accelerator.gather(torch.tensor([float(self.rows)], device=accelerator.device))
-            sink["train/completions"].append(total.sum().item())
+            sink[UPDATE_ROWS].append(total.sum().item())
             self.rows = 0

@@ -105,9 +105,9 @@ class StepRound:
         # processes hold different numbers of rows: gather (rows, tokens) sums, never the rows themselves
         rows, tokens = accelerator.gather(torch.tensor(
             [[float(mask.shape[0] * (not empty)), float(mask.sum())]], device=device)).sum(0).tolist()
-        sink["reward_mean"].append(sink["episode/reward"][-1])
+        sink["reward"].append(sink["episode/reward"][-1])  # TRL's name: the round's mean reward
         sink["accuracy"].append(sink["episode/success"][-1])
         sink["step_rows"].append(rows)
-        sink["response_length"].append(tokens / max(rows, 1.0))
+        sink["completions/mean_length"].append(tokens / max(rows, 1.0))  # TRL's name, per step row
         out, _ = pad_rows(out, args.steps_per_generation)
         return out

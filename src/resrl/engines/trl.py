@@ -44,17 +44,21 @@ captured by the same mechanism in the same pass (engines/capture.py).
 FlowRL needs log π_ref with a zero KL coefficient: the trainer then keeps a reference model itself
 (with LoRA: the policy with its adapters disabled, as TRL does for the KL).
 
-TRL's own loss options are either honoured by `resrl.core.loss.policy_loss` (vLLM importance-
-sampling correction, the MoE router aux loss, `importance_sampling_level` and
-`top_entropy_quantile`, adopted into the LossConfig: `_adopt_trl_loss_options`) or refused at
-construction (`UNSUPPORTED_TRL_OPTIONS`): nothing is dropped silently.
+Every GRPOConfig field is honoured as TRL honours it, mapped onto resrl's setting (beta -> the KL
+coefficient, epsilon / epsilon_high -> the clip range, loss_type -> the aggregation, scale_rewards,
+importance_sampling_level, top_entropy_quantile), refused at construction, or irrelevant: the table
+in engines/trl_fields.py, applied by `trl_fields.resolve_trainer_settings`. Nothing is dropped
+silently.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
+import os
+import shutil
 
 import torch
 from accelerate.utils import is_peft_model
@@ -63,7 +67,7 @@ from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_es
 from resrl.core.registry import (AdvantageInputs, AlgorithmConfig, captured_states, compute_token_advantages,
                                  get_algorithm)
 from resrl.engines import metrics as engine_metrics
-from resrl.engines import rules, trl_compat
+from resrl.engines import rules, trl_compat, trl_fields
 from resrl.engines.batches import local_token_advantages
 from resrl.engines.capture import StateCapture
 from resrl.engines.checkpoints import read_engine_state, save_atomically, write_engine_state
@@ -73,53 +77,62 @@ from resrl.engines.reference import build_reference_model, reference_logps
 from resrl.engines.step_round import StepRound
 from resrl.engines.steps import StepRolloutConfig
 from resrl.engines.trl_compat import GRPOTrainer
+from resrl.engines.trl_config import ResRLGRPOConfig
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
 from resrl.models.generation import model_defaults_hidden
 
-__all__ = ["ResRLTrainer", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
+__all__ = ["ResRLTrainer", "ResRLGRPOConfig", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
            "GRPOTrainer"]
 
 logger = logging.getLogger(__name__)
 
+MODEL_CARD_SECTION = "## resrl"
+
 # keys this adapter adds to TRL's generation batch: (B,) rows
 ROW_KEYS = trl_compat.ENGINE_ROW_KEYS
 
-# GRPOConfig loss-side options that TRL's `_compute_loss` (replaced here) would apply and
-# resrl.core.loss.policy_loss does not: (field, the value that means "off", why it is refused)
-UNSUPPORTED_TRL_OPTIONS = (
-    ("off_policy_mask_threshold", None, "the off-policy sequence mask is not part of resrl.core's loss"),
-    ("use_liger_kernel", None, "Liger's fused GRPO loss would bypass resrl.core's loss"),
-    ("delta", None, "two-sided ratio clipping: use loss.dual_clip_c"),
-    ("use_adaptive_entropy", False, "the entropy bonus is loss.entropy_coef"),
-    ("entropy_coef", 0.0, "the entropy bonus is loss.entropy_coef"),
-)
-# GRPOConfig loss options honoured through the LossConfig: (field, TRL's default)
-ADOPTED_TRL_OPTIONS = (("importance_sampling_level", "token"), ("top_entropy_quantile", 1.0))
+# GRPOConfig options refused (engines/trl_fields.py, the table of every GRPOConfig field):
+# (field, a value that means "off", why it is refused); `resrl train`'s trl: section checks them too
+UNSUPPORTED_TRL_OPTIONS = tuple((name, f.accepted[0], f.note) for name, f in trl_fields.GRPO_CONFIG_FIELDS.items()
+                                if f.category == trl_fields.REFUSED and f.applies is None)
 
 
 class ResRLTrainer(trl_compat.GRPOHooks):
     """GRPOTrainer whose advantages are the `(B, T)` token advantages of `algorithm` and whose loss
     is the algorithm's policy loss from `resrl.core.loss.POLICY_LOSSES` with `loss_config`.
 
-    algorithm:          resrl.core.registry.AlgorithmConfig (name, shaping, ResRL settings)
-    loss_config:        resrl.core.loss.LossConfig (aggregation, clip-higher, dual-clip, KL, entropy)
+    algorithm:          an algorithm's name ("grpo", "resrl", ...) or a resrl.core.registry.AlgorithmConfig;
+                        None: `args.algorithm` of a ResRLGRPOConfig, else "grpo"
+    loss_config:        resrl.core.loss.LossConfig; None: the algorithm's loss defaults (as `resrl train`)
+                        under the GRPOConfig fields that map onto it (beta, epsilon, loss_type, ...)
     resrl_mode:         "auto" | "aligned" | "extra-pass" (see the module docstring)
     dynamic_sampling:   DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds:  extra generation rounds allowed per step to refill dropped groups
     step_rollout:       step-level rollouts (resrl.engines.steps.StepRolloutConfig); None = TRL's
-    Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G).
+    Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G, or a
+    `resrl.engines.trl_config.ResRLGRPOConfig` carrying the settings above as flat fields). What
+    becomes of every GRPOConfig field: engines/trl_fields.py (honoured, mapped, refused, irrelevant).
     """
 
-    def __init__(self, *args, algorithm: AlgorithmConfig, loss_config: LossConfig, resrl_mode: str = "auto",
-                 dynamic_sampling: bool | None = None, max_refill_rounds: int = 4,
-                 step_rollout: StepRolloutConfig | None = None, **kwargs):
+    def __init__(self, *args, algorithm: AlgorithmConfig | str | None = None, loss_config: LossConfig | None = None,
+                 resrl_mode: str | None = None, dynamic_sampling: bool | None = None,
+                 max_refill_rounds: int | None = None, step_rollout: StepRolloutConfig | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        algorithm, loss_config, notes = trl_fields.resolve_trainer_settings(self.args, algorithm, loss_config)
+        for note in notes:  # TRL defaults that differ from the algorithm's and are not applied: say so once
+            logger.warning(note)
+        self.scale_rewards = algorithm.scale_rewards  # TRL's own group statistics (logged) use it
+        resrl_mode = resrl_mode or getattr(self.args, "resrl_mode", None) or "auto"
+        if dynamic_sampling is None:
+            dynamic_sampling = getattr(self.args, "dynamic_sampling", None)
+        if max_refill_rounds is None:
+            max_refill_rounds = getattr(self.args, "max_refill_rounds", None) or 4
         spec = get_algorithm(algorithm.name)
         self.step_rollout = step_rollout
         self.algorithm = algorithm
         layout = self.run_layout(resrl_mode, dynamic_sampling)
         rules.check(layout, "trainer")
-        self.loss_config = self._adopt_trl_loss_options(loss_config)
+        self.loss_config = loss_config
         needs_penultimate, needs_head, head_topk = captured_states(algorithm)
         # states of the policy's own forward are needed (the ResRL modes apply to both kinds)
         self.needs_hidden = needs_penultimate or needs_head
@@ -139,7 +152,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                              f"{spec.policy_loss!r} loss (it has no per-token surrogate to weight); set it to false")
         self.needs_reference = spec.needs_reference or loss_config.kl_coef > 0
         peft = is_peft_model(self.accelerator.unwrap_model(self.model))
-        if spec.needs_reference and self.ref_model is None and not peft:
+        # (TRL builds one only for beta != 0; a LossConfig(kl_coef > 0) given with beta = 0 needs one too)
+        if self.needs_reference and self.ref_model is None and not peft:
             self.ref_model = build_reference_model(self)
         self.flowrl_head = FlowRLHead(self, algorithm.flowrl) if spec.needs_log_z else None
         self.log_z_head = None if self.flowrl_head is None else self.flowrl_head.module
@@ -149,7 +163,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             generation_batch_size=self.args.generation_batch_size,
             local_batch_size=self.args.per_device_train_batch_size * self.args.steps_per_generation,
             seed=self.args.seed + 1) if self.dynamic_sampling else None
-        self._update_rows = engine_metrics.UpdateRows()  # train/completions
+        self._update_rows = engine_metrics.UpdateRows()  # completions/update_rows
         if self.needs_hidden:
             msg = (f"ResRL weights: {self.resrl_mode} mode "
                    + ("(inside the training forward, no extra pass)" if self.resrl_mode == "aligned" else
@@ -171,30 +185,9 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     def aligned_possible(self) -> bool:
         return self.run_layout().aligned_possible
 
-    def _adopt_trl_loss_options(self, loss_config: LossConfig) -> LossConfig:
-        """GRPOConfig's `importance_sampling_level` / `top_entropy_quantile` (TRL users set them
-        there) become the LossConfig's, which the core's loss honours; set in both places to
-        different non-default values is a ValueError naming the field."""
-        updates = {}
-        for name, default in ADOPTED_TRL_OPTIONS:
-            theirs, ours = getattr(self.args, name, default), getattr(loss_config, name)
-            if theirs == default or theirs == ours:
-                continue
-            if ours != default:
-                raise ValueError(f"GRPOConfig.{name}={theirs!r} conflicts with loss_config.{name}={ours!r}: "
-                                 "set it in one place")
-            updates[name] = theirs
-        return dataclasses.replace(loss_config, **updates) if updates else loss_config
-
     def _check_trl_options(self) -> None:
-        """Refuse the GRPOConfig loss options this trainer's loss would silently ignore."""
-        for name, off, why in UNSUPPORTED_TRL_OPTIONS:
-            value = getattr(self.args, name, off)
-            if value != off and not (off is None and value is False):
-                raise ValueError(f"GRPOConfig.{name}={value!r} is not supported by ResRLTrainer: {why}")
-        if self.args.loss_type != "dapo":  # GRPOConfig's default; any other value would be ignored
-            raise ValueError(f"GRPOConfig.loss_type={self.args.loss_type!r} is not supported by ResRLTrainer: its loss "
-                             "is resrl.core.loss.policy_loss (aggregation = loss_config.agg)")
+        """The refused GRPOConfig fields were checked by trl_fields.resolve_trainer_settings; log the one
+        TRL option applied inside resrl's loss that users look for."""
         if self.use_vllm and self.vllm_importance_sampling_correction:
             logger.info("vLLM importance-sampling correction (%s) is applied in resrl.core.loss.policy_loss",
                         self.vllm_importance_sampling_mode)
@@ -222,8 +215,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                 group_size=self.num_generations, max_refill_rounds=self.max_refill_rounds,
                 pad_token_id=trl_compat.tokenizer(self).pad_token_id, sink=trl_compat.metrics(self, "train"))
         mask = self._loss_mask(out)
-        engine_metrics.log_round(self.accelerator, sink, out["rewards"], out["completion_mask"],
-                                 self.algorithm.correct_threshold)
+        engine_metrics.log_round(self.accelerator, sink, out["rewards"], self.algorithm.correct_threshold)
         hidden, head = out.pop("hidden", None), out.pop("head", None)
         if self.needs_hidden and self.resrl_mode == "aligned":
             out["advantages"] = None  # computed from the training forward's states (compute_policy_loss)
@@ -359,6 +351,53 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             window_tokens = inputs["num_items_in_batch"].clamp(min=1.0) * steps / self.args.steps_per_generation
             return mask.sum() * self.accelerator.num_processes / window_tokens
         return 1.0 / steps
+
+    # ---- logging and the model card --------------------------------------------------------------
+
+    def log(self, logs: dict, start_time: float | None = None) -> None:
+        # an advantage statistic undefined over the whole window (ω without a correct response) is
+        # logged as NaN, where TRL's log would drop it (None): the curve has a point on every step
+        mode = "train" if self.model.training else "eval"
+        engine_metrics.nan_for_undefined(trl_compat.metrics(self, mode), logs, "" if mode == "train" else "eval_")
+        super().log(logs, start_time)
+
+    def create_model_card(self, model_name: str | None = None, dataset_name: str | None = None,
+                          tags: str | list[str] | None = None) -> None:
+        """TRL's model card (README.md in args.output_dir), naming the algorithm and its settings."""
+        tags = [tags] if isinstance(tags, str) else list(tags or [])
+        tags += ["resrl", self.algorithm.name]
+        super().create_model_card(model_name=model_name, dataset_name=dataset_name, tags=tags)
+        if self.is_world_process_zero():
+            self._append_settings(os.path.join(self.args.output_dir, "README.md"))
+
+    def save_model(self, output_dir: str | None = None, _internal_call: bool = False) -> None:
+        """TRL's save, plus the model card in `output_dir` (TRL writes it beside checkpoints only)."""
+        super().save_model(output_dir, _internal_call)
+        if not _internal_call and output_dir is not None and self.is_world_process_zero():
+            card = os.path.join(self.args.output_dir, "README.md")
+            self.create_model_card(model_name=os.path.basename(os.path.normpath(output_dir)))
+            if os.path.abspath(output_dir) != os.path.abspath(self.args.output_dir):
+                shutil.copyfile(card, os.path.join(output_dir, "README.md"))
+
+    def _append_settings(self, path: str) -> None:
+        """The algorithm and its settings under TRL's card (idempotent: replaces an earlier section)."""
+        if not os.path.isfile(path):
+            return
+        text = open(path, encoding="utf-8").read().split(MODEL_CARD_SECTION)[0].rstrip()
+        spec = get_algorithm(self.algorithm.name)
+        settings = dataclasses.asdict(self.algorithm)
+        if not spec.needs_hidden and self.algorithm.name != "resrl":
+            settings.pop("resrl")
+        for name in ("nthr", "flowrl", "gigpo", "empg"):
+            if name != self.algorithm.name.split("-")[0]:
+                settings.pop(name, None)
+        lines = [text, "", MODEL_CARD_SECTION, "",
+                 f"Trained with resrl's `ResRLTrainer` (TRL's GRPOTrainer with resrl's advantages and loss), algorithm "
+                 f"**{self.algorithm.name}** (policy loss: {spec.policy_loss}).", "", "Algorithm settings:", "",
+                 "```json", json.dumps(settings, indent=1, default=str), "```", "", "Loss settings:", "", "```json",
+                 json.dumps(dataclasses.asdict(self.loss_config), indent=1, default=str), "```", ""]
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines))
 
     # ---- checkpoints ---------------------------------------------------------------------------
 

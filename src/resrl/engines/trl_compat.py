@@ -130,6 +130,7 @@ BATCH_KEYS = (*TRL_BATCH_KEYS, *ENGINE_ROW_KEYS)
 TRAINER_ATTRIBUTES = (
     "accelerator", "args", "model", "ref_model", "processing_class", "train_dataset", "state",
     "num_generations", "num_iterations", "temperature", "beta", "eos_token_ids", "reward_weights",
+    "scale_rewards",  # written: the algorithm's, for TRL's own reward statistics (loss_type None is never read)
     "use_vllm", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "rollout_func",
     "aux_loss_enabled", "router_aux_loss_coef", "current_gradient_accumulation_steps",
     "is_deepspeed_enabled", "is_fsdp_enabled", "get_high_entropy_mask",
@@ -174,19 +175,20 @@ PREPARE_INPUTS_CALLS = ("_generate_and_score_completions", "split_pixel_values_b
 # What TRL 1.16's `_compute_loss` (replaced by ResRLTrainer.compute_policy_loss) reads of the
 # trainer, and what became of each. A name TRL starts reading there is an option the engine would
 # drop silently: the compat tests fail until it is classified here (and honoured or refused).
-_USED, _ADOPTED, _REFUSED = "used as TRL uses it", "honoured by resrl.core.loss", "refused (UNSUPPORTED_TRL_OPTIONS)"
-_LOSS_TYPE = "refused with loss_type != 'dapo'"
+_USED, _ADOPTED, _REFUSED = "used as TRL uses it", "honoured by resrl.core.loss", "refused (engines/trl_fields.py)"
+_MAPPED = "mapped onto resrl's setting (engines/trl_fields.MAPPED_TARGETS)"
+_LOSS_TYPE = "a loss_type resrl refuses (sapo / vespo): its parameters are refused (engines/trl_fields.py)"
 COMPUTE_LOSS_READS = {
     "_get_per_token_logps_and_entropies": _USED, "_metrics": _USED, "accelerator": _USED, "args": _USED,
     "model": _USED, "aux_loss_enabled": _USED, "router_aux_loss_coef": _USED,
     "current_gradient_accumulation_steps": _USED, "get_high_entropy_mask": _USED, "args.steps_per_generation": _USED,
     "top_entropy_quantile": _ADOPTED, "importance_sampling_level": _ADOPTED, "use_vllm": _ADOPTED,
     "vllm_importance_sampling_correction": _ADOPTED,
-    "beta": "TRL's switch for log π_ref; the KL coefficient is loss_config.kl_coef (the runner sets beta to it)",
-    "epsilon_low": "the clip range is loss_config's (the runner sets GRPOConfig.epsilon to it)",
-    "epsilon_high": "the clip range is loss_config's (the runner sets GRPOConfig.epsilon_high to it)",
-    "args.use_bias_correction_kl": "not applied: resrl.core.loss's KL has no importance-ratio correction",
-    "max_completion_length": "dr_grpo's normaliser: " + _LOSS_TYPE, "loss_type": _LOSS_TYPE,
+    "beta": _MAPPED + ": loss.kl_coef", "epsilon_low": _MAPPED + ": loss.clip_eps_low",
+    "epsilon_high": _MAPPED + ": loss.clip_eps_high",
+    "args.use_bias_correction_kl": "refused when True with beta != 0: resrl.core.loss's KL has no ratio correction",
+    "max_completion_length": _MAPPED + ": dr_grpo's normaliser, loss.max_response_length",
+    "loss_type": _MAPPED + ": loss.agg (cispo / sapo / luspo / vespo refused)",
     "args.sapo_temperature_neg": _LOSS_TYPE, "args.sapo_temperature_pos": _LOSS_TYPE,
     "args.vespo_k_neg": _LOSS_TYPE, "args.vespo_k_pos": _LOSS_TYPE, "args.vespo_lambda_neg": _LOSS_TYPE,
     "args.vespo_lambda_pos": _LOSS_TYPE, "get_gamma_weights": _LOSS_TYPE,

@@ -84,7 +84,7 @@ def run(args) -> int:
     finally:
         _destroy_process_group()
     last = result.metrics[-1] if result.metrics else {}
-    shown = {k: last[k] for k in ("step", "reward_mean", "accuracy", "response_length", "entropy") if k in last}
+    shown = {k: last[k] for k in ("step", "reward", "accuracy", "completions/mean_length", "entropy") if k in last}
     print(f"done: {result.output_dir} (model: {result.model_dir}; metrics: {result.output_dir}/metrics.jsonl) {shown}")
     return 0
 

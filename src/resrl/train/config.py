@@ -422,12 +422,14 @@ class TrainConfig:
 
 
 def resolve_loss(algorithm_name: str, given: dict, prefix: str = "loss.") -> Any:
-    """LossConfig = LossConfig defaults <- the algorithm's loss_defaults <- keys the user gave."""
-    from resrl.core.registry import ALGORITHMS
+    """LossConfig = LossConfig defaults <- the algorithm's loss_defaults <- keys the user gave
+    (resrl.core.registry.resolve_settings, which the TRL engine's Python path calls too)."""
+    from resrl.core.registry import ALGORITHMS, resolve_settings
 
     LossConfig = _core_section("loss")
-    merged = dict(ALGORITHMS[algorithm_name].loss_defaults) if algorithm_name in ALGORITHMS else {}
-    merged.update(given)
+    merged = dict(given)
+    if algorithm_name in ALGORITHMS:
+        merged = resolve_settings({"name": algorithm_name}, given, given.get("max_response_length"))[1]
     return from_dict(LossConfig, merged, prefix=prefix)
 
 
@@ -454,24 +456,18 @@ def config_from_dict(data: dict) -> TrainConfig:
     if name not in ALGORITHMS:
         raise ConfigError(f"config key 'algorithm.name' must be one of {sorted(ALGORITHMS)}, got {name!r}")
     train_section = sections.get("train", TrainSection())
-    # algorithm.resrl.preset: its defaults under the keys the user gave (resrl.core.resrl_config)
-    from resrl.core.resrl_config import resolve_resrl_preset
+    # the algorithm's defaults (reward shaping, loss_defaults), algorithm.resrl.preset, then the keys
+    # the user gave; L_max and Dr.GRPO's normaliser default to the completion budget. One function,
+    # shared with the TRL engine's Python path (ResRLTrainer(algorithm="dapo") = algorithm.name: dapo)
+    from resrl.core.registry import resolve_settings
 
     try:
-        given_algorithm, given_loss = resolve_resrl_preset(
-            given_algorithm, data.get("loss") or {},
-            given_algorithm.get("max_response_length") or train_section.max_completion_length)
+        given_algorithm, given_loss = resolve_settings(given_algorithm, data.get("loss") or {},
+                                                       train_section.max_completion_length)
     except ValueError as exc:
         raise ConfigError(f"config key 'algorithm.resrl.preset': {exc}") from exc
-    # the algorithm's own defaults (e.g. reward shaping) under the keys the user gave
-    given_algorithm = {**ALGORITHMS[name].reward_defaults, **given_algorithm}
-    if given_algorithm.get("max_response_length") is None:  # L_max of overlong / length shaping
-        given_algorithm["max_response_length"] = train_section.max_completion_length
     algorithm = from_dict(_core_section("algorithm"), given_algorithm, prefix="algorithm.")
-    loss = resolve_loss(algorithm.name, given_loss)
-    # Dr.GRPO's seq-mean-token-sum-norm divides by a fixed length: default it to the completion budget
-    if loss.max_response_length is None:
-        loss.max_response_length = train_section.max_completion_length
+    loss = from_dict(_core_section("loss"), given_loss, prefix="loss.")
     trl = data.get("trl") or {}
     if not isinstance(trl, dict):
         raise ConfigError(f"config section 'trl' must be a mapping of trl.GRPOConfig fields, got {trl!r}")

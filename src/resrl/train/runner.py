@@ -4,8 +4,9 @@
     cfg = load_config("configs/tiny_math.yaml", ["algorithm.name=resrl", "train.max_steps=20"])
     result = run_training(cfg)                       # everything from the config
     result = run_training(cfg, model=model, tokenizer=tok, train_dataset=ds, reward_fn=f)
-    result.metrics   # one dict per logged step: reward_mean, accuracy, response_length, entropy,
-                     # grad_norm, loss/*, resrl/* (ω stats, effective rank, captured energy, M)
+    result.metrics   # one dict per logged step: TRL's (reward, completions/mean_length, clip_ratio/*,
+                     # entropy, kl, ...), accuracy, grad_norm, loss/*, resrl/* (ω stats, effective
+                     # rank, captured energy, M; NaN on a step without a correct response)
 
 Objects passed in are used as they are (a model passed in is trained in place: pass a fresh copy
 or a directory to start several algorithms from one warm start).
@@ -121,6 +122,7 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         beta=config.loss.kl_coef,
         epsilon=config.loss.clip_eps_low,
         epsilon_high=config.loss.clip_eps_high,
+        use_bias_correction_kl=False,  # resrl.core.loss's KL has no ratio correction (engines/trl_fields.py)
         **checkpointing_args(config.model.gradient_checkpointing),
         bf16=t.bf16,
         use_cpu=use_cpu,
