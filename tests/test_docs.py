@@ -356,3 +356,21 @@ def test_every_path_the_docs_name_exists(tmp_path):
     assert [p.split(" (")[0] for p in planted] == [
         "README.md:1: src/resrl/nowhere.py", "README.md:1: src/resrl/rewards/code.py",
         "docs/index.md:1: configs/tiny_math.yaml", "docs/index.md:1: configs/missing.yaml"]
+
+
+def test_no_table_cell_prints_an_escaped_pipe():
+    """In a Markdown table a `\\|` inside backticks is printed literally (the row is split before
+    code spans are read): such a cell is reworded, or written as HTML (`<code>a&#124;b</code>`)."""
+    offenders = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("|") and any("\\|" in span for span in re.findall(r"`[^`]*`", line)):
+                offenders.append(f"{page.relative_to(ROOT)}:{number}")
+    assert not offenders, f"table cells with \\| inside a code span: {offenders}"
+
+
+@SLOW
+def test_the_built_site_prints_no_escaped_pipe_in_a_table(site):
+    offenders = [str(p.relative_to(site)) for p in site.rglob("*.html")
+                 if re.search(r"<td>(?:(?!</td>).)*\\\|", p.read_text(encoding="utf-8"), re.DOTALL)]
+    assert not offenders, f"pages printing a literal \\| in a table cell: {offenders}"
