@@ -336,6 +336,59 @@ def stale_paths(root: Path) -> list[str]:
     return stale
 
 
+_DOTTED = re.compile(r"(?<![\w.])(resrl(?:\.\w+){2,})")
+# the page whose table lists the 0.1 module names (first column) and where they moved
+_MIGRATION_TABLE = "docs/development.md"
+
+
+def stale_module_names(root: Path) -> list[str]:
+    """Dotted names under a subpackage (`resrl.tasks.code.reward`, `resrl.train.run_training`) that
+    name no module or no name in the module they point into, or that point into a deprecated shim
+    (the old names in the first column of the migration table excepted). Config keys such as
+    `resrl.hidden_alignment` are not module names."""
+    src = root / "src"
+    stale = []
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        relative = str(page.relative_to(root))
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if relative == _MIGRATION_TABLE and line.startswith("| `resrl."):
+                line = "|".join(line.split("|")[2:])  # the old (0.1) name is the first cell
+            for match in _DOTTED.finditer(line):
+                parts = match.group(1).split(".")
+                if not (src / "resrl" / parts[1]).is_dir() or "sudoku" in parts:  # development.md's example
+                    continue
+                for k in range(len(parts), 1, -1):  # the longest prefix that is a module
+                    base = src.joinpath(*parts[:k])
+                    module = next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+                    if module is not None:
+                        break
+                where = f"{relative}:{number}: {match.group(1)}"
+                if module is None:
+                    stale.append(where + " (no such module)")
+                    continue
+                text = module.read_text(encoding="utf-8")
+                if k < len(parts) and not re.search(rf"\b{re.escape(parts[k])}\b", text):
+                    stale.append(where + f" (no {parts[k]} in {module.relative_to(root)})")
+                elif _deprecated_shim(module):
+                    stale.append(where + " (a deprecated shim: name the module it moved to)")
+    return stale
+
+
+def test_every_module_the_docs_name_exists(tmp_path):
+    stale = stale_module_names(ROOT)
+    assert not stale, "module names in README.md / docs/ that are stale:\n" + "\n".join(stale)
+    (tmp_path / "docs").mkdir()
+    package = tmp_path / "src" / "resrl" / "rewards"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "code.py").write_text('"""Deprecated: moved."""\n')
+    (package / "exact.py").write_text("def exact_match(): ...\n")
+    (tmp_path / "README.md").write_text("`resrl.rewards.code` `resrl.rewards.exact.exact_match` `resrl.rewards.exact.gone`"
+                                        " `resrl.rewards.nowhere` `resrl.hidden_alignment=token`\n")
+    assert [p.split(" (")[0] for p in stale_module_names(tmp_path)] == [
+        "README.md:1: resrl.rewards.code", "README.md:1: resrl.rewards.exact.gone", "README.md:1: resrl.rewards.nowhere"]
+
+
 def test_named_paths_parse_brace_lists_and_skip_urls_and_placeholders():
     text = ("see `src/resrl/tasks/{math,code}/` and `core/loss.py`, then configs/tiny_math.yaml.\n"
             "verl-agent/examples/gigpo_trainer/run.sh https://x.org/docs/a.md `src/resrl/tasks/<family>/`")
