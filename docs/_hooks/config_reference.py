@@ -195,9 +195,12 @@ def _html_code(text: str) -> str:
 
 
 def _cell(text: str) -> str:
+    """Comment text as one table cell: `|` escaped, and `<` too (a comment's `<errors|timeouts>`
+    would otherwise pass through as an HTML tag, its `\\|` printed literally)."""
     parts = re.split(r"(`[^`]*`)", text.replace("\n", " "))
     return "".join(_html_code(part[1:-1]) if part.startswith("`") and "|" in part
-                   else part.replace("|", "\\|") for part in parts)
+                   else part if part.startswith("`")
+                   else part.replace("<", "&lt;").replace("|", "\\|") for part in parts)
 
 
 def _code(text: str) -> str:
