@@ -277,3 +277,153 @@ def test_field_descriptions_read_comments_above_trailing_and_docstring_tables(tm
         sys.modules.pop("docs_planted_config", None)
     assert descriptions == {"alpha": "above, line 1 above, line 2", "beta": "trailing",
                             "gamma": "from the docstring, continued", "delta": ""}
+
+
+# -- every path the docs name exists ------------------------------------------------------------
+
+# A repo-relative path: src/…, configs/…, scripts/…, benchmarks/…, examples/…, tests/…, docs/…
+# (not a part of a longer path or URL: `verl-agent/examples/…` is another project's file).
+_REPO_PATH = re.compile(r"(?<![\w./~$:-])((?:src|configs|scripts|benchmarks|examples|tests|docs)/[\w./{},*<>-]*)")
+# A source file named inside src/resrl, in backticks: `core/loss.py`, `engines/rules.py`.
+_PACKAGE_FILE = re.compile(r"`((?:core|engines|train|eval|demo|diagnose|rewards|data|envs|models|tasks)/[\w/{},-]*\.py)`")
+# The worked example of a new family in development.md names files that do not exist yet.
+_HYPOTHETICAL = ("/sudoku", "test_sudoku.py")
+
+
+def _expand_braces(path: str) -> list[str]:
+    """`src/resrl/tasks/{math,code}/` -> both paths (nested and repeated lists too)."""
+    match = re.search(r"\{([^{}]*)\}", path)
+    if match is None:
+        return [path]
+    return [expanded for alternative in match.group(1).split(",")
+            for expanded in _expand_braces(path[:match.start()] + alternative + path[match.end():])]
+
+
+def named_paths(text: str) -> list[tuple[int, str]]:
+    """(line number, path relative to the repository root) for every path a page names."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        for pattern, prefix in ((_REPO_PATH, ""), (_PACKAGE_FILE, "src/resrl/")):
+            for match in pattern.finditer(line):
+                for path in _expand_braces(match.group(1).rstrip(".,:;)")):
+                    path = path.rstrip(".,:;)")
+                    if "<" in path or any(h in path for h in _HYPOTHETICAL):  # placeholders
+                        continue
+                    found.append((number, prefix + path))
+    return found
+
+
+def _deprecated_shim(file: Path) -> bool:
+    head = file.read_text(encoding="utf-8")[:200] if file.suffix == ".py" and file.is_file() else ""
+    return head.startswith('"""Deprecated')
+
+
+def stale_paths(root: Path) -> list[str]:
+    """Every path README.md and docs/**/*.md name that does not exist in `root`, or that names a
+    deprecated shim module (moved, kept for one release) instead of where the code lives now."""
+    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    stale = []
+    for page in pages:
+        for number, path in named_paths(page.read_text(encoding="utf-8")):
+            where = f"{page.relative_to(root)}:{number}: {path}"
+            if "*" in path:
+                if not list(root.glob(path)):
+                    stale.append(where + " (matches nothing)")
+            elif not (root / path).exists():
+                stale.append(where + " (does not exist)")
+            elif _deprecated_shim(root / path):
+                stale.append(where + " (a deprecated shim: name the module it moved to)")
+    return stale
+
+
+_DOTTED = re.compile(r"(?<![\w.])(resrl(?:\.\w+){2,})")
+# the page whose table lists the 0.1 module names (first column) and where they moved
+_MIGRATION_TABLE = "docs/development.md"
+
+
+def stale_module_names(root: Path) -> list[str]:
+    """Dotted names under a subpackage (`resrl.tasks.code.reward`, `resrl.train.run_training`) that
+    name no module or no name in the module they point into, or that point into a deprecated shim
+    (the old names in the first column of the migration table excepted). Config keys such as
+    `resrl.hidden_alignment` are not module names."""
+    src = root / "src"
+    stale = []
+    for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
+        relative = str(page.relative_to(root))
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if relative == _MIGRATION_TABLE and line.startswith("| `resrl."):
+                line = "|".join(line.split("|")[2:])  # the old (0.1) name is the first cell
+            for match in _DOTTED.finditer(line):
+                parts = match.group(1).split(".")
+                if not (src / "resrl" / parts[1]).is_dir() or "sudoku" in parts:  # development.md's example
+                    continue
+                for k in range(len(parts), 1, -1):  # the longest prefix that is a module
+                    base = src.joinpath(*parts[:k])
+                    module = next((f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()), None)
+                    if module is not None:
+                        break
+                where = f"{relative}:{number}: {match.group(1)}"
+                if module is None:
+                    stale.append(where + " (no such module)")
+                    continue
+                text = module.read_text(encoding="utf-8")
+                if k < len(parts) and not re.search(rf"\b{re.escape(parts[k])}\b", text):
+                    stale.append(where + f" (no {parts[k]} in {module.relative_to(root)})")
+                elif _deprecated_shim(module):
+                    stale.append(where + " (a deprecated shim: name the module it moved to)")
+    return stale
+
+
+def test_every_module_the_docs_name_exists(tmp_path):
+    stale = stale_module_names(ROOT)
+    assert not stale, "module names in README.md / docs/ that are stale:\n" + "\n".join(stale)
+    (tmp_path / "docs").mkdir()
+    package = tmp_path / "src" / "resrl" / "rewards"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "code.py").write_text('"""Deprecated: moved."""\n')
+    (package / "exact.py").write_text("def exact_match(): ...\n")
+    (tmp_path / "README.md").write_text("`resrl.rewards.code` `resrl.rewards.exact.exact_match` `resrl.rewards.exact.gone`"
+                                        " `resrl.rewards.nowhere` `resrl.hidden_alignment=token`\n")
+    assert [p.split(" (")[0] for p in stale_module_names(tmp_path)] == [
+        "README.md:1: resrl.rewards.code", "README.md:1: resrl.rewards.exact.gone", "README.md:1: resrl.rewards.nowhere"]
+
+
+def test_named_paths_parse_brace_lists_and_skip_urls_and_placeholders():
+    text = ("see `src/resrl/tasks/{math,code}/` and `core/loss.py`, then configs/tiny_math.yaml.\n"
+            "verl-agent/examples/gigpo_trainer/run.sh https://x.org/docs/a.md `src/resrl/tasks/<family>/`")
+    assert named_paths(text) == [(1, "src/resrl/tasks/math/"), (1, "src/resrl/tasks/code/"),
+                                 (1, "configs/tiny_math.yaml"), (1, "src/resrl/core/loss.py")]
+
+
+def test_every_path_the_docs_name_exists(tmp_path):
+    stale = stale_paths(ROOT)
+    assert not stale, "paths named in README.md / docs/ that are stale:\n" + "\n".join(stale)
+    # the check can fail: a planted bad path, and a planted name of a deprecated shim, are both found
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "src" / "resrl" / "rewards").mkdir(parents=True)
+    (tmp_path / "src" / "resrl" / "rewards" / "code.py").write_text('"""Deprecated: moved."""\n')
+    (tmp_path / "README.md").write_text("`src/resrl/nowhere.py` and `rewards/code.py`\n")
+    (tmp_path / "docs" / "index.md").write_text("`configs/{tiny_math,missing}.yaml`\n")
+    planted = stale_paths(tmp_path)
+    assert [p.split(" (")[0] for p in planted] == [
+        "README.md:1: src/resrl/nowhere.py", "README.md:1: src/resrl/rewards/code.py",
+        "docs/index.md:1: configs/tiny_math.yaml", "docs/index.md:1: configs/missing.yaml"]
+
+
+def test_no_table_cell_prints_an_escaped_pipe():
+    """In a Markdown table a `\\|` inside backticks is printed literally (the row is split before
+    code spans are read): such a cell is reworded, or written as HTML (`<code>a&#124;b</code>`)."""
+    offenders = []
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if line.lstrip().startswith("|") and any("\\|" in span for span in re.findall(r"`[^`]*`", line)):
+                offenders.append(f"{page.relative_to(ROOT)}:{number}")
+    assert not offenders, f"table cells with \\| inside a code span: {offenders}"
+
+
+@SLOW
+def test_the_built_site_prints_no_escaped_pipe_in_a_table(site):
+    offenders = [str(p.relative_to(site)) for p in site.rglob("*.html")
+                 if re.search(r"<td>(?:(?!</td>).)*\\\|", p.read_text(encoding="utf-8"), re.DOTALL)]
+    assert not offenders, f"pages printing a literal \\| in a table cell: {offenders}"

@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import html
 import inspect
 import io
 import logging
+import re
 import sys
 import textwrap
 import tokenize
@@ -185,12 +187,24 @@ def anchor(dotted: str) -> str:
     return "section-" + (dotted.replace(".", "-") or "top")
 
 
+def _html_code(text: str) -> str:
+    """A code span as raw HTML, `|` as an entity: in a Markdown table cell a `\\|` inside backticks
+    is printed literally (the table is split before code spans are read), so such a span is
+    written as HTML instead."""
+    return "<code>" + html.escape(text, quote=False).replace("|", "&#124;") + "</code>"
+
+
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Comment text as one table cell: `|` escaped, and `<` too (a comment's `<errors|timeouts>`
+    would otherwise pass through as an HTML tag, its `\\|` printed literally)."""
+    parts = re.split(r"(`[^`]*`)", text.replace("\n", " "))
+    return "".join(_html_code(part[1:-1]) if part.startswith("`") and "|" in part
+                   else part if part.startswith("`")
+                   else part.replace("<", "&lt;").replace("|", "\\|") for part in parts)
 
 
 def _code(text: str) -> str:
-    return "`" + text.replace("|", "\\|") + "`"
+    return _html_code(text) if "|" in text else "`" + text + "`"
 
 
 def render_page() -> str:
