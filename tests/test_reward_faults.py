@@ -161,4 +161,4 @@ def test_a_user_reward_that_never_returns_is_cut_off_in_process(model_dir, tmp_p
                                       f"reward.function={path}:score", "reward.timeout_s=0.5"))
     result = run_training(cfg, train_dataset=toy_dataset(), save_final=False)
     assert result.metrics[0]["reward/timeouts"] == 16  # 4 prompts x 4 samples, all cut at 0.5 s
-    assert result.metrics[0]["reward_mean"] == 0.0
+    assert result.metrics[0]["reward"] == 0.0

@@ -140,7 +140,7 @@ def test_resrl_train_takes_a_trl_reward_and_trl_rows(model_dir, tmp_path, conver
     assert _train(common) == 0
     steps = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert len(steps) == 2
-    assert all(s["reward_mean"] == 1.0 and s["reward/errors"] == 0 and s["reward/wrong_type"] == 0 for s in steps)
+    assert all(s["reward"] == 1.0 and s["reward/errors"] == 0 and s["reward/wrong_type"] == 0 for s in steps)
 
 
 def test_check_loads_the_data(model_dir, tmp_path, capsys):
