@@ -5,8 +5,7 @@ other.
 
 Task families (the packages under resrl.tasks) are islands: no family imports another family,
 the core imports no family, and nothing outside resrl.tasks imports a family's modules — the
-generic code reaches a family only through resrl.tasks.registry (the deprecated old paths reach
-theirs by name, through resrl._deprecation)."""
+generic code reaches a family only through resrl.tasks.registry."""
 
 from __future__ import annotations
 
