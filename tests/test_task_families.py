@@ -41,7 +41,7 @@ def test_families_serve_their_data_rewards_and_environments(tmp_path, monkeypatc
         assert registry.family_for_reward(spec).name == name, spec
     for spec in ("tool_call_x", "math[x=1]", "my_pkg:score", "Math"):
         assert registry.family_for_reward(spec) is None, spec
-    from resrl.rewards.registry import BUILTIN_REWARDS
+    from resrl.tasks.rewards import BUILTIN_REWARDS
 
     assert BUILTIN_REWARDS == ("math", "exact", "code", "code-fraction", "rg", "tool_call", "tool_call_exact")
     assert registry.default_reward() == "math"
@@ -50,7 +50,7 @@ def test_families_serve_their_data_rewards_and_environments(tmp_path, monkeypatc
     assert registry.env_spec("alfworld").layouts == ("step",) and registry.env_spec("bfcl").layouts == ("concat",)
     assert registry.step_env_names() == ["alfworld"]
     assert registry.command_modules() == ["resrl.tasks.alfworld.command"]
-    from resrl.envs.agents import STEP_ENVS, step_factory
+    from resrl.tasks.envs import STEP_ENVS, step_factory
 
     assert STEP_ENVS == {"alfworld": "resrl.tasks.alfworld.env:alfworld_step_env"}
     assert step_factory("alfworld") == STEP_ENVS["alfworld"] and step_factory("m:f") == "m:f"
@@ -132,8 +132,8 @@ def toy_family(monkeypatch):
 
 
 def test_a_family_registered_from_outside_is_found_by_the_generic_code(toy_family):
-    from resrl.data.loaders import load_benchmarks, load_problems
-    from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
+    from resrl.tasks.data import load_benchmarks, load_problems
+    from resrl.tasks.rewards import BUILTIN_REWARDS, load_reward_function
 
     family, calls = toy_family
     assert registry.family_for_data("toy:3") is family and registry.family_for_reward("toy") is family
@@ -151,7 +151,7 @@ def test_a_family_registered_from_outside_is_found_by_the_generic_code(toy_famil
 
 def test_registering_the_builtins_imports_nothing_optional_or_heavy():
     out = _python("import sys; from resrl.tasks import registry; registry.families(); registry.command_modules(); "
-                  "import resrl.data.loaders, resrl.rewards.registry, resrl.envs.agents; "
+                  "import resrl.data.loaders, resrl.tasks.rewards, resrl.tasks.envs; "
                   "print(sorted(m for m in ('torch', 'transformers', 'reasoning_gym', 'alfworld', 'textworld', "
                   "'bfcl_eval', 'math_verify', 'datasets') if m in sys.modules))")
     assert out.returncode == 0, out.stderr[-2000:]
