@@ -5,4 +5,4 @@ rollout (engines/) -> reward (rewards/) -> advantage (core/advantages.py)
 -> token weights (core/residual.py) -> loss (core/loss.py) -> eval (eval/).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
