@@ -12,7 +12,8 @@ from fractions import Fraction
 import pytest
 
 from resrl.tasks.code.data import default_reward, is_code_problem
-from resrl.data.loaders import Problem, load_benchmarks, load_problems
+from resrl.data.loaders import Problem
+from resrl.tasks.data import load_benchmarks, load_problems
 from resrl.data.prompts import build_prompt_messages
 from resrl.eval import EvalConfig, Sample, evaluate
 from resrl.tasks.code.reward import CodeExecutor, parse_tests

@@ -168,7 +168,7 @@ def completion(name: str, entry: str) -> str:
 
 
 def _problems(which):
-    from resrl.data.loaders import load_problems
+    from resrl.tasks.data import load_problems
 
     problems = load_problems("humaneval")
     if which == "all":
@@ -179,7 +179,7 @@ def _problems(which):
 
 def _check_tests(problem) -> dict:
     """The problem's own assert-based test program (HumanEval's `check(candidate)`)."""
-    from resrl.data.loaders import load_problems  # noqa: F401 (same data)
+    from resrl.tasks.data import load_problems  # noqa: F401 (same data)
 
     answer = json.loads(problem.answer)
     test = answer.get("test") or problem.extra.get("test")
@@ -189,7 +189,7 @@ def _check_tests(problem) -> dict:
 def sweep(which=PROBLEMS, timeout_s: float = 1.0, paths=("check", "function", "reward")) -> dict[str, dict[str, int]]:
     """{hack: {path: number of problems on which it earned reward}} for the three paths."""
     from resrl.tasks.code.reward import CodeExecutor
-    from resrl.rewards.registry import load_reward_function
+    from resrl.tasks.rewards import load_reward_function
     from resrl.tasks.code.sandbox.runner import SandboxLimits
 
     problems = _problems(which)
@@ -248,7 +248,7 @@ def test_every_path_was_really_tried(table):
 def test_honest_solutions_do_pass_through_the_same_paths():
     """The sweep's machinery gives reward to a correct program (else every zero above is vacuous)."""
     from resrl.tasks.code.reward import run_tests
-    from resrl.rewards.registry import load_reward_function
+    from resrl.tasks.rewards import load_reward_function
 
     problems = _problems(PROBLEMS)
     reward = load_reward_function("code", timeout_s=5.0, num_workers=2)

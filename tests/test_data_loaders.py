@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from resrl.data.loaders import BENCHMARKS, Problem, load_benchmarks, load_problems
+from resrl.data.loaders import BENCHMARKS, Problem
+from resrl.tasks.data import load_benchmarks, load_problems
 from resrl.data.prompts import DEFAULT_INSTRUCTION, build_prompt_messages, problems_to_dataset, render_prompt
 
 EXPECTED_COUNTS = {"aime24": 30, "aime25": 30, "amc23": 40, "math500": 500, "minerva": 272,

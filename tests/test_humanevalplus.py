@@ -19,7 +19,7 @@ import pytest
 
 from resrl.tasks.code.data import code_benchmark_problems
 from resrl.tasks.code.humanevalplus import DATA_FILE, DATA_SHA256, load_rows
-from resrl.data.loaders import load_benchmarks, load_problems
+from resrl.tasks.data import load_benchmarks, load_problems
 from resrl.eval import EvalConfig, Sample, evaluate
 from resrl.tasks.code.reward import CodeExecutor, parse_tests, run_tests
 from resrl.tasks.code.sandbox.runner import SandboxLimits

@@ -1,12 +1,13 @@
-"""The package's import graph has no cycles and points down (cli -> train/eval/demo/diagnose ->
-engines -> tasks (with rewards/data/envs/models) -> core). Function-level (lazy) imports count too:
-a cycle hidden inside a function is still two modules that cannot be understood one without the
-other.
+"""The package's import graph has no cycles and points down the floors of `LAYERS` (cli ->
+train/eval/demo/diagnose -> engines -> tasks -> rewards/data/envs/models -> core): no arrow runs
+back up. In particular rewards/, data/ and envs/ hold what the task families build on and import
+nothing of resrl.tasks; the lookups by family name (resrl.tasks.data, .rewards, .envs) live beside
+resrl.tasks.registry. Function-level (lazy) imports count too: a cycle or an upward arrow hidden
+inside a function is still there.
 
 Task families (the packages under resrl.tasks) are islands: no family imports another family,
 the core imports no family, and nothing outside resrl.tasks imports a family's modules — the
-generic code reaches a family only through resrl.tasks.registry (the deprecated old paths reach
-theirs by name, through resrl._deprecation)."""
+generic code reaches a family only through resrl.tasks.registry."""
 
 from __future__ import annotations
 
@@ -15,16 +16,21 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-# layer -> packages it must never import (the layers above it)
-FORBIDDEN = {
-    "resrl.core": ("resrl.engines", "resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose", "resrl.cli",
-                   "resrl.rewards", "resrl.data", "resrl.envs", "resrl.models", "resrl.tasks"),
-    "resrl.tasks": ("resrl.engines", "resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose", "resrl.cli"),
-    "resrl.rewards": ("resrl.engines", "resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose", "resrl.cli"),
-    "resrl.data": ("resrl.engines", "resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose", "resrl.cli"),
-    "resrl.envs": ("resrl.engines", "resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose", "resrl.cli"),
-    "resrl.engines": ("resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose", "resrl.cli"),
-}
+# the floors, top first; a package may import its own floor and the floors below it, never one above
+LAYERS = (
+    ("resrl.cli",),
+    ("resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose"),
+    ("resrl.engines",),
+    ("resrl.tasks",),  # the registry, the lookups by family name beside it, one package per family
+    ("resrl.rewards", "resrl.data", "resrl.envs", "resrl.models"),  # what the families build on
+    ("resrl.core",),
+)
+# package -> the packages it must never import (the floors above its own)
+FORBIDDEN = {pkg: tuple(up for above in LAYERS[:i] for up in above) for i, floor in enumerate(LAYERS) for pkg in floor}
+
+
+def _inside(mod: str, packages) -> bool:
+    return any(mod == p or mod.startswith(p + ".") for p in packages)
 
 
 def import_graph(src: Path = SRC) -> dict[str, set[str]]:
@@ -100,8 +106,8 @@ def violations(graph: dict[str, set[str]], family_names: set[str]) -> list[str]:
     bad = []
     for mod, targets in graph.items():
         for layer, forbidden in FORBIDDEN.items():
-            if mod == layer or mod.startswith(layer + "."):
-                bad += [f"{mod} -> {t} (points up)" for t in sorted(targets) if t.startswith(forbidden)]
+            if _inside(mod, (layer,)):
+                bad += [f"{mod} -> {t} (points up)" for t in sorted(targets) if _inside(t, forbidden)]
         mine = _family(mod, family_names)
         for t in sorted(targets):
             theirs = _family(t, family_names)
@@ -120,6 +126,14 @@ def test_no_import_cycles():
 
 def test_imports_point_down():
     assert violations(import_graph(), families()) == []
+
+
+def test_the_floors_the_families_build_on_import_nothing_of_tasks():
+    for floor in ("resrl.rewards", "resrl.data", "resrl.envs", "resrl.models"):
+        assert "resrl.tasks" in FORBIDDEN[floor]
+    up = {f"{m} -> {t}" for m, targets in import_graph().items() for t in targets
+          if _inside(m, ("resrl.rewards", "resrl.data", "resrl.envs")) and _inside(t, ("resrl.tasks",))}
+    assert up == set()
 
 
 def test_the_five_families_are_packages():
@@ -149,13 +163,14 @@ def test_the_checks_see_a_cross_family_import_and_a_family_imported_from_outside
              "resrl/tasks/fam_a/reward.py": "from resrl.tasks.fam_a import data\n",
              "resrl/tasks/fam_a/data.py": "import resrl.core.m\n",
              "resrl/tasks/fam_b/__init__.py": "", "resrl/tasks/fam_b/env.py": "",
-             "resrl/data/__init__.py": "", "resrl/data/loaders.py": "from resrl.tasks import registry\n"}
+             "resrl/tasks/data.py": "from resrl.tasks import registry\nfrom resrl.data import loaders\n",
+             "resrl/data/__init__.py": "", "resrl/data/loaders.py": ""}
     for rel, text in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text(text)
     fams = families(tmp_path)
     assert fams == {"resrl.tasks.fam_a", "resrl.tasks.fam_b"}
-    assert violations(import_graph(tmp_path), fams) == []  # within a family, registry, core: allowed
+    assert violations(import_graph(tmp_path), fams) == []  # within a family, registry, floors below: allowed
     planted = {"resrl/tasks/fam_a/reward.py": "def f():\n    from resrl.tasks.fam_b.env import E\n",
                "resrl/core/m.py": "import resrl.tasks.fam_b\n",
                "resrl/tasks/fam_b/env.py": "from resrl.engines import x\n",
@@ -166,6 +181,30 @@ def test_the_checks_see_a_cross_family_import_and_a_family_imported_from_outside
         "resrl.core.m -> resrl.tasks.fam_b (a family imported outside resrl.tasks)",
         "resrl.core.m -> resrl.tasks.fam_b (points up)",
         "resrl.data.loaders -> resrl.tasks.fam_a.reward (a family imported outside resrl.tasks)",
+        "resrl.data.loaders -> resrl.tasks.fam_a.reward (points up)",
         "resrl.tasks.fam_a.reward -> resrl.tasks.fam_b.env (one family imports another)",
         "resrl.tasks.fam_b.env -> resrl.engines.x (points up)",
+    ]
+
+
+def test_the_checks_see_a_floor_below_tasks_asking_the_registry(tmp_path):
+    """The three arrows 0.2.0 removed, planted back: data/, rewards/, envs/ asking resrl.tasks."""
+    files = {"resrl/__init__.py": "", "resrl/tasks/__init__.py": "", "resrl/tasks/registry.py": "",
+             "resrl/tasks/rewards.py": "from resrl.tasks import registry\nfrom resrl.rewards import isolation\n",
+             "resrl/rewards/__init__.py": "", "resrl/rewards/isolation.py": "",
+             "resrl/data/__init__.py": "", "resrl/data/loaders.py": "",
+             "resrl/envs/__init__.py": "", "resrl/envs/base.py": ""}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert violations(import_graph(tmp_path), families(tmp_path)) == []
+    planted = {"resrl/rewards/isolation.py": "from resrl.tasks import registry as tasks\n",
+               "resrl/data/loaders.py": "def f():\n    from resrl.tasks.registry import family_for_data\n",
+               "resrl/envs/base.py": "import resrl.tasks.rewards\n"}
+    for rel, text in planted.items():
+        (tmp_path / rel).write_text(text)
+    assert sorted(violations(import_graph(tmp_path), families(tmp_path))) == [
+        "resrl.data.loaders -> resrl.tasks.registry (points up)",
+        "resrl.envs.base -> resrl.tasks.rewards (points up)",
+        "resrl.rewards.isolation -> resrl.tasks.registry (points up)",
     ]

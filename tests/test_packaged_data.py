@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from resrl.data import packaged_data
-from resrl.data.loaders import BENCHMARKS, load_benchmarks, load_problems, resolve_data_path
+from resrl.data.loaders import BENCHMARKS, resolve_data_path
+from resrl.tasks.data import load_benchmarks, load_problems
 from resrl.errors import DataError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,7 +141,7 @@ def test_packaged_data_loads_from_a_zip_import(tmp_path):
         for f in (src / "resrl").rglob("*"):
             if f.is_file() and "__pycache__" not in f.parts:
                 z.write(f, f.relative_to(src).as_posix())
-    code = ("import resrl, sys; from resrl.data.loaders import load_problems; "
+    code = ("import resrl, sys; from resrl.tasks.data import load_problems; "
             "assert resrl.__file__.startswith(sys.argv[1]), resrl.__file__; "
             "print(len(load_problems('aime24')), len(load_problems('gsm8k', limit=3)))")
     out = subprocess.run([sys.executable, "-c", code, str(archive)], cwd=tmp_path, capture_output=True,

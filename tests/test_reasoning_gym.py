@@ -12,10 +12,10 @@ if importlib.util.find_spec("reasoning_gym") is None and not os.environ.get("CI"
     # scripts/setup.sh installs it (extra "rg"); in CI its absence is a failure, not a skip
     pytest.skip("reasoning-gym is not installed (pip install -e '.[rg]')", allow_module_level=True)
 
-from resrl.data.loaders import load_benchmarks, load_problems  # noqa: E402
+from resrl.tasks.data import load_benchmarks, load_problems  # noqa: E402
 from resrl.tasks.reasoning_gym.data import load_rg_problems, parse_rg_spec, rg_entry  # noqa: E402
 from resrl.tasks.reasoning_gym.reward import extract_rg_answer  # noqa: E402
-from resrl.rewards.registry import load_reward_function  # noqa: E402
+from resrl.tasks.rewards import load_reward_function  # noqa: E402
 
 TASKS = ["rg:basic_arithmetic?size=60&test_size=30&seed=3", "rg:leg_counting?size=40&test_size=20&min_animals=2"]
 

@@ -9,7 +9,7 @@ import pytest
 
 from resrl.tasks.code.reward import (CodeExecutor, CodeReward, call_output_matches, candidate_program, extract_code,
                                 normalize_output, parse_tests, run_tests)
-from resrl.rewards.registry import load_reward_function
+from resrl.tasks.rewards import load_reward_function
 from resrl.tasks.code.sandbox.runner import SandboxLimits
 
 LIMITS = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)

@@ -11,8 +11,8 @@ import pytest
 from resrl.rewards.exact import ExactMatchReward, extract_final_answer, normalize_answer
 from resrl.rewards.isolation import IsolatedPool, worker_pids
 from resrl.tasks.math.reward import MathReward, MathVerifier
-from resrl.rewards.registry import load_reward_function
-from resrl.data.loaders import load_benchmarks
+from resrl.tasks.rewards import load_reward_function
+from resrl.tasks.data import load_benchmarks
 
 # (reference answer, completion, expected verdict)
 AGREEMENT = [

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from resrl.rewards.registry import load_reward_function
+from resrl.tasks.rewards import load_reward_function
 from resrl.tasks.tools.bfcl_match import bfcl_match, canonical_calls, parse_reference
 from resrl.tasks.tools.parsing import format_calls, parse_tool_calls
 from resrl.tasks.tools.reward import ToolCallExactReward, ToolCallReward, toolrl_correctness
@@ -351,7 +351,7 @@ def test_bfcl_loader_errors_and_names():
 
 
 def test_tool_rows_load_and_bad_rows_name_the_row(tmp_path):
-    from resrl.data.loaders import load_problems
+    from resrl.tasks.data import load_problems
     from resrl.tasks.tools.data import synthetic_tool_rows
 
     path = tmp_path / "tools.jsonl"
@@ -374,7 +374,7 @@ def test_tool_rows_load_and_bad_rows_name_the_row(tmp_path):
 @needs_bfcl
 def test_bfcl_single_turn_evaluation_and_table(tmp_path):
     """The evaluator with tool_call_exact on BFCL entries gives BFCL's accuracy; the table groups it."""
-    from resrl.data.loaders import load_benchmarks
+    from resrl.tasks.data import load_benchmarks
     from resrl.tasks.tools.evaluate import bfcl_rows, bfcl_table, split_bfcl_specs
     from resrl.eval.generation import Sample
     from resrl.eval.runner import EvalConfig, evaluate

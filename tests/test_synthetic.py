@@ -107,7 +107,7 @@ def test_write_jsonl_rows(tmp_path):
     assert [r["problem"] for r in rows] == [p.prompt for p in task.test]
     assert [r["answer"] for r in rows] == [p.answer for p in task.test]
     assert [r["target"] for r in rows] == [chain_target(p) for p in task.test]
-    from resrl.data.loaders import load_problems
+    from resrl.tasks.data import load_problems
 
     back = load_problems(path)  # the project's loader reads them back: same ids, prompts, answers, chains
     assert [(b.id, b.prompt, b.answer, chain_target(b)) for b in back] == [

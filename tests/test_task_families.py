@@ -1,11 +1,9 @@
 """The task-family registry (resrl.tasks.registry): which family serves a data spec, a reward, an
 environment; a family registered from outside is found by the generic loaders and rewards; the
-built-in registration imports nothing optional; and the old import paths of the moved modules
-still give the same modules, with a DeprecationWarning."""
+built-in registration imports nothing optional."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -19,39 +17,6 @@ from resrl.tasks import registry
 from resrl.tasks.registry import TaskFamily
 
 SRC = str(Path(__file__).resolve().parents[1] / "src")
-
-# old module -> the module it is now (resrl 0.2)
-MOVED = {
-    "resrl.rewards.math": "resrl.tasks.math.reward",
-    "resrl.rewards.code": "resrl.tasks.code.reward",
-    "resrl.rewards.sandbox": "resrl.tasks.code.sandbox.runner",
-    "resrl.rewards.memory_cgroup": "resrl.tasks.code.sandbox.memory_cgroup",
-    "resrl.rewards.code_harness": "resrl.tasks.code.sandbox.code_harness",
-    "resrl.rewards.code_values": "resrl.tasks.code.sandbox.code_values",
-    "resrl.rewards.code_tests": "resrl.tasks.code.sandbox.code_tests",
-    "resrl.rewards.reasoning_gym": "resrl.tasks.reasoning_gym.reward",
-    "resrl.data.code": "resrl.tasks.code.data",
-    "resrl.data.humanevalplus": "resrl.tasks.code.humanevalplus",
-    "resrl.data.reasoning_gym": "resrl.tasks.reasoning_gym.data",
-    "resrl.data.tools": "resrl.tasks.tools.data",
-    "resrl.data.bfcl": "resrl.tasks.tools.bfcl_data",
-    "resrl.data.alfworld": "resrl.tasks.alfworld.data",
-    "resrl.envs.bfcl": "resrl.tasks.tools.bfcl_env",
-    "resrl.envs.alfworld.env": "resrl.tasks.alfworld.env",
-    "resrl.envs.alfworld.engine": "resrl.tasks.alfworld.engine",
-    "resrl.envs.alfworld.generator": "resrl.tasks.alfworld.generator",
-    "resrl.envs.alfworld.prompts": "resrl.tasks.alfworld.prompts",
-    "resrl.envs.alfworld.scenes": "resrl.tasks.alfworld.scenes",
-    "resrl.envs.alfworld.command": "resrl.tasks.alfworld.command",
-}
-# old modules that re-export names of their successors (a split, or a package whose modules moved)
-REEXPORTS = {
-    "resrl.rewards.tools": {"parse_tool_calls": "resrl.tasks.tools.parsing", "bfcl_match": "resrl.tasks.tools.bfcl_match",
-                            "ToolCallReward": "resrl.tasks.tools.reward"},
-    "resrl.envs.alfworld": {"AlfWorldEnv": "resrl.tasks.alfworld", "require_engine": "resrl.tasks.alfworld"},
-    "resrl.eval.bfcl": {"bfcl_table": "resrl.tasks.tools.evaluate"},
-    "resrl.eval.alfworld": {"results_table": "resrl.tasks.alfworld.evaluate"},
-}
 
 
 def _python(code: str) -> subprocess.CompletedProcess:
@@ -76,7 +41,7 @@ def test_families_serve_their_data_rewards_and_environments(tmp_path, monkeypatc
         assert registry.family_for_reward(spec).name == name, spec
     for spec in ("tool_call_x", "math[x=1]", "my_pkg:score", "Math"):
         assert registry.family_for_reward(spec) is None, spec
-    from resrl.rewards.registry import BUILTIN_REWARDS
+    from resrl.tasks.rewards import BUILTIN_REWARDS
 
     assert BUILTIN_REWARDS == ("math", "exact", "code", "code-fraction", "rg", "tool_call", "tool_call_exact")
     assert registry.default_reward() == "math"
@@ -85,7 +50,7 @@ def test_families_serve_their_data_rewards_and_environments(tmp_path, monkeypatc
     assert registry.env_spec("alfworld").layouts == ("step",) and registry.env_spec("bfcl").layouts == ("concat",)
     assert registry.step_env_names() == ["alfworld"]
     assert registry.command_modules() == ["resrl.tasks.alfworld.command"]
-    from resrl.envs.agents import STEP_ENVS, step_factory
+    from resrl.tasks.envs import STEP_ENVS, step_factory
 
     assert STEP_ENVS == {"alfworld": "resrl.tasks.alfworld.env:alfworld_step_env"}
     assert step_factory("alfworld") == STEP_ENVS["alfworld"] and step_factory("m:f") == "m:f"
@@ -167,8 +132,8 @@ def toy_family(monkeypatch):
 
 
 def test_a_family_registered_from_outside_is_found_by_the_generic_code(toy_family):
-    from resrl.data.loaders import load_benchmarks, load_problems
-    from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
+    from resrl.tasks.data import load_benchmarks, load_problems
+    from resrl.tasks.rewards import BUILTIN_REWARDS, load_reward_function
 
     family, calls = toy_family
     assert registry.family_for_data("toy:3") is family and registry.family_for_reward("toy") is family
@@ -186,51 +151,8 @@ def test_a_family_registered_from_outside_is_found_by_the_generic_code(toy_famil
 
 def test_registering_the_builtins_imports_nothing_optional_or_heavy():
     out = _python("import sys; from resrl.tasks import registry; registry.families(); registry.command_modules(); "
-                  "import resrl.data.loaders, resrl.rewards.registry, resrl.envs.agents; "
+                  "import resrl.data.loaders, resrl.tasks.rewards, resrl.tasks.envs; "
                   "print(sorted(m for m in ('torch', 'transformers', 'reasoning_gym', 'alfworld', 'textworld', "
                   "'bfcl_eval', 'math_verify', 'datasets') if m in sys.modules))")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
-
-
-def test_old_import_paths_warn_and_give_the_moved_modules():
-    code = f"""
-import importlib, json, sys, warnings
-moved, reexports = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-out = {{}}
-for old, new in [(o, None) for o in reexports] + list(moved.items()):  # packages before their modules
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        module = importlib.import_module(old)
-    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning) and old in str(w.message)]
-    same = module is importlib.import_module(new) if new else all(
-        getattr(module, name) is getattr(importlib.import_module(where), name) for name, where in reexports[old].items())
-    out[old] = [bool(deprecations), same, sys.modules[old] is module]
-print(json.dumps(out))
-"""
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(MOVED), json.dumps(REEXPORTS)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    result = json.loads(proc.stdout)
-    bad = {old: r for old, r in result.items() if r != [True, True, True]}
-    assert not bad, bad  # [warned, same object(s), what sys.modules holds]
-    assert len(result) == len(MOVED) + len(REEXPORTS)
-
-
-def test_patching_an_old_path_patches_the_moved_module():
-    out = _python("import warnings; warnings.simplefilter('ignore')\n"
-                  "import resrl.rewards.sandbox as old, resrl.tasks.code.sandbox.runner as new\n"
-                  "old.CANARY = 1; print(new.CANARY)")
-    assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr[-2000:]
-
-
-def test_python_dash_m_on_the_old_tool_rows_path_still_writes_rows(tmp_path):
-    env = {**os.environ, "PYTHONPATH": SRC + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    out = subprocess.run([sys.executable, "-m", "resrl.data.tools", "4", str(tmp_path / "rows.jsonl"), "1"], env=env,
-                         capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    new = subprocess.run([sys.executable, "-m", "resrl.tasks.tools.data", "4", str(tmp_path / "new.jsonl"), "1"],
-                         env=env, capture_output=True, text=True, timeout=120)
-    assert new.returncode == 0 and (tmp_path / "rows.jsonl").read_text() == (tmp_path / "new.jsonl").read_text()
-    assert "DeprecationWarning" in out.stderr

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from train_helpers import build_small_model
 
-from resrl.data.loaders import load_problems
+from resrl.tasks.data import load_problems
 from resrl.data.prompts import problems_to_dataset, render_prompt
 from resrl.engines.rewards import IsolatedReward, RewardAdapter, reward_style
 from resrl.errors import InputError

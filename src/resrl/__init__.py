@@ -5,7 +5,7 @@ rollout (engines/) -> reward (rewards/) -> advantage (core/advantages.py)
 -> token weights (core/residual.py) -> loss (core/loss.py) -> eval (eval/).
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 # The TRL engine's public names, imported on first use: `import resrl` stays free of torch / trl.
 _LAZY = {"ResRLTrainer": "resrl.engines.trl", "ResRLGRPOConfig": "resrl.engines.trl_config"}

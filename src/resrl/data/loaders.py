@@ -1,4 +1,6 @@
-"""Load problems from jsonl / parquet files, by path or by benchmark name.
+"""Files of problems: where a named data set's file is, its rows (jsonl / jsonl.gz / parquet), and
+the three generic row formats. No task family is known here: `resrl.tasks.data` (`load_problems`,
+`load_benchmarks`, `row_to_problem`) asks the families first and reads files with this module.
 
 Three row formats are accepted (per row; a training set of TRL rows must be all TRL rows):
 
@@ -11,14 +13,7 @@ Three row formats are accepted (per row; a training set of TRL rows must be all 
            keyword argument, as in TRL
 
 Every row becomes a `Problem`. A row that is neither gives a ValueError naming the file and the
-1-based row number (the line number for jsonl).
-
-The task families (`resrl.tasks.registry`) come first: rows of the shapes a family recognises are
-built by that family (code problems — `{"problem", "tests"}`, HumanEval rows, veRL rows whose
-ground truth is a tests object — by `resrl.tasks.code`; tool-calling rows — `{"tools",
-"messages", "expected"}` — by `resrl.tasks.tools`), and a spec a family serves by its prefix or
-name is loaded by that family (`rg:TASK`, `bfcl:<category>`, `humaneval`, `humanevalplus`, ...).
-`.jsonl.gz` files are read too.
+1-based row number (the line number for jsonl). `.jsonl.gz` files are read too.
 
 Names: `aime24`, `aime25`, `amc23`, `math500`, `minerva`, `olympiadbench`, `gsm8k`,
 `dapo_math_17k`, `dapo_math_17k_dedup` ship inside the package (`resrl.data.packaged_data`, gzip
@@ -40,7 +35,6 @@ from typing import Any, Iterable, Iterator
 
 from resrl.data.packaged_data import PackagedFile
 from resrl.data.problem import TRL_COLUMNS, Problem, check_chat
-from resrl.tasks import registry as tasks
 
 BENCHMARKS = ("aime24", "aime25", "amc23", "math500", "minerva", "olympiadbench", "gsm8k", "dapo_math_17k",
               "dapo_math_17k_dedup")  # the packaged math sets (resrl/data/packaged/math/manifest.json)
@@ -69,9 +63,11 @@ def default_data_dir(data_dir: str | Path | None = None) -> Path | None:
     return next((d for d in candidate_data_dirs(data_dir) if d.is_dir()), None)
 
 
-def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> Path | PackagedFile:
+def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None,
+                      also_named: Iterable[str] = ()) -> Path | PackagedFile:
     """A file path, or a data set name -> an existing file, or the packaged copy of a packaged name.
-    DataError listing where it looked."""
+    DataError listing where it looked, and the names it knows (the packaged ones, then `also_named`:
+    `resrl.tasks.data` passes the task families' data names)."""
     if isinstance(spec, PackagedFile):
         return spec
     path = Path(spec).expanduser()
@@ -94,11 +90,11 @@ def resolve_data_path(spec: str | Path, data_dir: str | Path | None = None) -> P
         looked.append("the packaged data sets")
     hint = f"; looked for {looked}" if looked else ""
     raise DataError(f"data set {name!r} is neither an existing file nor a known name "
-                     f"(names: {list(BENCHMARKS) + list(tasks.data_names())}; set --data-dir or ${DATA_DIR_ENV}){hint}")
+                     f"(names: {list(BENCHMARKS) + list(also_named)}; set --data-dir or ${DATA_DIR_ENV}){hint}")
 
 
 # ---- reading rows -------------------------------------------------------------------------------
-def _iter_rows(path: Path | PackagedFile) -> Iterator[tuple[int, Any]]:
+def iter_rows(path: Path | PackagedFile) -> Iterator[tuple[int, Any]]:
     """(1-based row number, decoded row) for jsonl / jsonl.gz / parquet files and packaged copies."""
     if isinstance(path, PackagedFile):
         from resrl.data.packaged_data import read_packaged
@@ -146,13 +142,12 @@ def _answer_text(value: Any, where: str) -> str:
     raise DataError(f"{where}: answer must be a string or number, got {type(value).__name__}")
 
 
-def row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
-    """One decoded row -> Problem. `where` ("file: row N") prefixes every error message."""
+def generic_row_to_problem(row: Any, index: int, source: str, where: str) -> Problem:
+    """One decoded row of a generic format (simple, veRL, TRL) -> Problem. `where` ("file: row N")
+    prefixes every error message. (`resrl.tasks.data.row_to_problem` tries the families' row
+    formats first.)"""
     if not isinstance(row, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    for rows in tasks.row_formats():  # a task family's rows (code, tool calling, ...)
-        if rows.matches(row):
-            return rows.to_problem(row, index, source, where)
     if "problem" in row:  # simple format
         if not isinstance(row["problem"], str) or not row["problem"].strip():
             raise DataError(f"{where}: 'problem' must be a non-empty string")
@@ -200,49 +195,5 @@ def data_name(path: Path | PackagedFile) -> str:
     return Path(name).stem
 
 
-def load_problems(spec: str | Path | PackagedFile, data_dir: str | Path | None = None, limit: int | None = None) -> list[Problem]:
-    """Problems of one file or named data set (see module docstring); the first `limit` if given.
-    A spec a task family serves (`rg:TASK?...`, `bfcl:<category>`, `humaneval`, ...) is loaded by
-    that family, its train split where it has splits."""
-    family = tasks.family_for_data(spec)
-    if family is not None and family.load is not None:
-        return family.load(str(spec), split="train", limit=limit)
-    path = resolve_data_path(spec, data_dir)
-    source = data_name(path)
-    problems = []
-    for index, (rowno, row) in enumerate(_iter_rows(path)):
-        if limit is not None and index >= limit:
-            break
-        problems.append(row_to_problem(row, index, source, f"{path}: row {rowno}"))
-    if not problems:
-        raise DataError(f"{path}: no rows")
-    ids = [p.id for p in problems]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise DataError(f"{path}: duplicate problem id {dup!r}")
-    return problems
-
-
-def load_benchmarks(specs: list[str], data_dir: str | Path | None = None,
-                    limit: int | None = None) -> dict[str, list[Problem]]:
-    """{name: problems} for several names / files; the key is the file stem, or for a spec a task
-    family serves the family's report name (its held-out split where it has splits)."""
-    out: dict[str, list[Problem]] = {}
-    for spec in specs:
-        family = tasks.family_for_data(spec)
-        if family is not None and family.load is not None:
-            name = family.report_name(str(spec)) if family.report_name is not None else str(spec)
-            if family.report_names_unique and name in out:
-                raise DataError(f"data set {spec!r}: a data set named '{name}' is already loaded")
-            out[name] = family.load(str(spec), split="test", limit=limit)
-            continue
-        path = resolve_data_path(spec, data_dir)
-        name = data_name(path)
-        if name in out:
-            raise DataError(f"data set {spec!r}: a data set named '{name}' is already loaded")
-        out[name] = load_problems(path, limit=limit)
-    return out
-
-
 __all__ = ["Problem", "BENCHMARKS", "DATA_DIR_ENV", "PackagedFile", "candidate_data_dirs", "default_data_dir",
-           "resolve_data_path", "row_to_problem", "data_name", "load_problems", "load_benchmarks"]
+           "resolve_data_path", "iter_rows", "generic_row_to_problem", "data_name"]

@@ -1,7 +1,7 @@
 """The `Problem` every loader returns, and the row checks the family loaders share.
 
 Its own module so that the family loaders (code, tools, bfcl, reasoning-gym, synthetic, alfworld)
-and the dispatcher that calls them (`resrl.data.loaders`) depend on it, not on each other.
+and the dispatcher that calls them (`resrl.tasks.data`) depend on it, not on each other.
 """
 
 from __future__ import annotations

@@ -238,7 +238,7 @@ def first_error_index(token_texts: Sequence[str], target: str, eos_text: str | N
 
 def write_jsonl(problems: Iterable[Problem], path: str | Path) -> Path:
     """Write `{"id", "problem", "answer", "target"}` rows, read back by the project's data loaders
-    (`resrl.data.loaders.load_problems`; the target lands in the problem's `extra`)."""
+    (`resrl.tasks.data.load_problems`; the target lands in the problem's `extra`)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:

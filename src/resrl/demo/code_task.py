@@ -111,7 +111,7 @@ def _code_reward():
     global _REWARD
     with _REWARD_LOCK:
         if _REWARD is None:
-            from resrl.rewards.registry import load_reward_function
+            from resrl.tasks.rewards import load_reward_function
 
             # the code family's CodeReward, through the registry (no family import outside resrl.tasks);
             # 1 s per test: the programs are one expression; a runaway one costs a second and a 0

@@ -42,7 +42,7 @@ from functools import lru_cache
 
 from resrl.data.problem import Problem
 from resrl.data.synthetic import HeldOutSplitTask
-from resrl.rewards.registry import load_reward_function
+from resrl.tasks.rewards import load_reward_function
 
 DATA_SOURCE = "tools"
 

@@ -50,9 +50,9 @@ def load_task(spec: str, tokenizer, limit: int | None = None, seed: int = 0, rew
         problems = task.test[:limit] if limit else task.test
         return DiagnoseTask(spec, [p.prompt for p in problems], [p.answer for p in problems], chain_reward,
                             [chain_target(p) for p in problems])
-    from resrl.data.loaders import load_problems
+    from resrl.tasks.data import load_problems
     from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompts
-    from resrl.rewards.registry import load_reward_function
+    from resrl.tasks.rewards import load_reward_function
     from resrl.tasks.registry import family_for_data, reward_for_data
 
     family = family_for_data(spec)

@@ -1,7 +1,7 @@
 """Project reward functions -> TRL reward functions.
 
 A project reward is `f(completions: list[str], answers: list[str]) -> list[float]` (see
-`resrl.rewards.registry`), optionally exposing a `last_stats` dict after each call (e.g. the
+`resrl.tasks.rewards`), optionally exposing a `last_stats` dict after each call (e.g. the
 number of Math-Verify items that timed out). TRL calls `f(prompts, completions, **columns)`
 with chat completions as message lists; this adapter converts and forwards the stats to TRL's
 per-step metrics as `reward/<key>`.

@@ -1,7 +1,7 @@
 """Evaluation: sampling (HF generate / optional vLLM), scoring, Avg@k / Pass@k / maj@k, reports, plots.
 
     from resrl.eval import EvalConfig, evaluate
-    from resrl.data.loaders import load_benchmarks
+    from resrl.tasks.data import load_benchmarks
     summary = evaluate("path/to/model", load_benchmarks(["aime24", "math500"]), EvalConfig(n=16), "runs/eval")
 
 Nothing heavy is imported here (torch / transformers load inside the functions), so that

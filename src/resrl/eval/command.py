@@ -89,7 +89,7 @@ def register(subparsers) -> None:
 
 
 def run_eval(args) -> int:
-    from resrl.data.loaders import load_benchmarks
+    from resrl.tasks.data import load_benchmarks
     from resrl.data.prompts import DEFAULT_INSTRUCTION
     from resrl.eval.runner import EvalConfig, evaluate
     from resrl.tasks.registry import family_for_data, families, reward_for_data

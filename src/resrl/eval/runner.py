@@ -186,7 +186,7 @@ def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], conf
 
     model_or_dir: a local model directory or a loaded model (then pass `tokenizer`); may be None
     when `generator` is given. problems_by_benchmark: {name: problems} (see
-    resrl.data.loaders.load_benchmarks). scorer: see resrl.eval.scoring.Scorer (default: the
+    resrl.tasks.data.load_benchmarks). scorer: see resrl.eval.scoring.Scorer (default: the
     config's reward). generator: jobs -> samples, replaces model generation (tests, custom engines).
     on_progress(samples_done): the number of finished samples of this evaluation, resumed ones
     included, once before generating and after every batch (a caller's own progress display;

@@ -4,7 +4,7 @@ Accepted scorers:
 - None (the default family's reward, "math") or a reward name a task family registers an
   evaluation verifier for ("math": a `MathVerifier`, isolated Math-Verify with a per-item timeout),
   created here (`resrl.tasks.registry.eval_scorer`);
-- any other reward name or "module:function": loaded with `resrl.rewards.registry.load_reward_function`;
+- any other reward name or "module:function": loaded with `resrl.tasks.rewards.load_reward_function`;
 - an object with `.score(completions, answers) -> list[ScoreResult-like]` (e.g. MathVerifier);
 - a `MathReward` (its verifier is used, so that extracted answers are kept);
 - a callable `(completions, answers) -> list[bool | float]` (a reward function): correct when the
@@ -48,7 +48,7 @@ class Scorer:
             if verifier is not None:
                 scorer = self._owned = verifier(timeout_s=timeout_s, num_workers=num_workers)
         if isinstance(scorer, str):
-            from resrl.rewards.registry import load_reward_function
+            from resrl.tasks.rewards import load_reward_function
 
             scorer = self._owned = load_reward_function(scorer, timeout_s=timeout_s, num_workers=num_workers)
         if hasattr(scorer, "verifier") and hasattr(scorer.verifier, "score"):  # MathReward

@@ -6,9 +6,9 @@ A task family (math, code, tool use, reasoning-gym, ALFWorld, ...) is one packag
 environments, how `resrl eval` plays the data sets it does not sample as single prompts, and its
 command-line sub-commands. The generic code asks this registry and names no family:
 
-    resrl.data.loaders     family_for_data(spec).load(...), families' row formats
-    resrl.rewards.registry family_for_reward(spec).rewards[...]
-    resrl.envs.agents      family_for_data(spec).games(...)       (step-layout game lists)
+    resrl.tasks.data       family_for_data(spec).load(...), families' row formats
+    resrl.tasks.rewards    family_for_reward(spec).rewards[...]
+    resrl.tasks.envs       family_for_data(spec).games(...)       (step-layout game lists)
     resrl.train            env_spec(env.name)                        (layouts, factories, rules)
     resrl eval / diagnose  family_for_data(spec), reward_for_data(...), Evaluator.run(...)
     resrl (the CLI)        command_modules()
@@ -241,7 +241,7 @@ def get_family(name: str) -> TaskFamily:
 # ---- lookups ------------------------------------------------------------------------------------
 def family_for_data(spec) -> TaskFamily | None:
     """The family serving data spec `spec` by its prefix or name, None for files and the data sets
-    the generic loaders read (`resrl.data.loaders`)."""
+    the generic loaders read (`resrl.data.loaders`, through `resrl.tasks.data`)."""
     return next((f for f in families() if f.serves(spec)), None)
 
 

@@ -94,7 +94,7 @@ def _check_data(config) -> str:
     formats, columns), and resolve the reward; InputError naming the file and row otherwise."""
     if not config.data.train or config.env.name is not None:  # environments read their data at run time
         return ""
-    from resrl.data.loaders import load_problems
+    from resrl.tasks.data import load_problems
     from resrl.data.prompts import problems_to_dataset
 
     problems = load_problems(config.data.train, data_dir=config.data.data_dir,

@@ -6,7 +6,7 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
     model:      which causal LM to train (a local Hugging Face directory)
     data:       the training problems (jsonl / parquet, veRL columns or {"problem", "answer"})
     reward:     the verifier ("math", "exact", "code", "code-fraction", ... or "module:function";
-                resrl.rewards.registry lists them)
+                resrl.tasks.rewards lists them)
     algorithm:  resrl.core.registry.AlgorithmConfig (name: any of resrl.core.registry.ALGORITHMS,
                 listed by `resrl train --help`; each method's own settings sit next to its math:
                 resrl: ResRLConfig, nthr: NTHRConfig, flowrl: FlowRLConfig, gigpo / empg:
@@ -68,7 +68,7 @@ class DataSection:
 
 @dataclass
 class RewardSection:
-    # a name of resrl.rewards.registry (math, exact, code, rg, ...) or "module:function"; unset: the
+    # a name of resrl.tasks.rewards (math, exact, code, rg, ...) or "module:function"; unset: the
     # reward of the training data's task family (rg for rg:TASK, code for code rows, math for the
     # rest), the same rule as `resrl eval` and `resrl diagnose` without --reward; env with env.name
     function: str | None = None

@@ -187,7 +187,7 @@ def _load_model(config: TrainConfig, model):
 
 def _load_dataset(config: TrainConfig, train_dataset, tokenizer, drop_long: bool = True):
     if train_dataset is None:
-        from resrl.data.loaders import load_problems
+        from resrl.tasks.data import load_problems
         from resrl.data.prompts import problems_to_dataset
 
         problems = load_problems(config.data.train, data_dir=config.data.data_dir,
@@ -232,7 +232,7 @@ def _load_reward(config: TrainConfig, reward_fn):
     r = config.reward
     spec = config.reward_spec() if reward_fn is None else None
     if spec is not None and r.function is None and config.data.train and tasks.family_for_data(config.data.train) is None:
-        from resrl.data.loaders import load_problems  # a data file: its rows may name their family
+        from resrl.tasks.data import load_problems  # a data file: its rows may name their family
 
         spec = config.reward_spec(load_problems(config.data.train, data_dir=config.data.data_dir,
                                                 limit=config.data.max_problems or None))
@@ -240,7 +240,7 @@ def _load_reward(config: TrainConfig, reward_fn):
         return EnvironmentReward(on_error=r.on_error)
     deadline, style = None, None  # style None: from the user function's signature (resrl's or TRL's)
     if reward_fn is None:
-        from resrl.rewards.registry import BUILTIN_REWARDS, load_reward_function
+        from resrl.tasks.rewards import BUILTIN_REWARDS, load_reward_function
 
         if r.function is None:
             logger.info("reward.function unset: scoring %s with the %r reward", config.data.train or "the data", spec)
@@ -321,7 +321,7 @@ def _step_layout(config: TrainConfig, train_dataset):
     import pickle
 
     from resrl.engines.steps import StepRolloutConfig
-    from resrl.envs.agents import step_factory, step_games
+    from resrl.tasks.envs import step_factory, step_games
     from resrl.tasks.registry import env_spec
     from resrl.user_code import load_user_object
 

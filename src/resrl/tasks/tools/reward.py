@@ -1,4 +1,4 @@
-"""The tool-call rewards (`resrl.rewards.registry` names `tool_call`, `tool_call_exact`): parsed
+"""The tool-call rewards (`resrl.tasks.rewards` names `tool_call`, `tool_call_exact`): parsed
 calls (`resrl.tasks.tools.parsing`) against the reference answer (`resrl.tasks.tools.bfcl_match`).
 
 Rewards (registry names, signature `f(completions, answers) -> list[float]`; an answer is a JSON

@@ -1,7 +1,7 @@
-"""Reward functions by name: the task families' rewards (`resrl.tasks.registry`): `"math"`,
-`"exact"`, `"code"` (`"code-fraction"`), `"rg"` (reasoning-gym), `"tool_call"`, `"tool_call_exact"`
-(see `resrl.tasks.tools.reward`; options as `"tool_call[format_weight=0.5]"`), or a user function
-`"module:function"`.
+"""Reward functions by name: the task families' rewards (`resrl.tasks.registry`, beside this
+module): `"math"`, `"exact"`, `"code"` (`"code-fraction"`), `"rg"` (reasoning-gym), `"tool_call"`,
+`"tool_call_exact"` (see `resrl.tasks.tools.reward`; options as `"tool_call[format_weight=0.5]"`),
+or a user function `"module:function"`.
 
 A reward function is `f(completions: list[str], answers: list[str]) -> list[float]`, one score
 per completion (the answers are the dataset's reference answers, as strings). It may expose a

@@ -1,5 +1,5 @@
 """Agent environments of the step-level layout by name (config `env.name`) and their game lists
-(config `data.train`).
+(config `data.train`), looked up in `resrl.tasks.registry` beside it.
 
     env.name: NAME            -> the step-layout factory a task family registers under NAME
                                  (resrl.tasks.registry.EnvSpec.step_factory; e.g. alfworld)
@@ -25,11 +25,11 @@ def step_factory(name: str) -> str:
 def step_games(spec: str, data_dir: str | None = None, limit: int | None = None) -> list[dict]:
     """Rows {"prompt", "answer"} of the games named by `data.train`: a task family's game set (e.g.
     alfworld:SPLIT, alfworld-synth:DIR:SPLIT; prompt = the task row as JSON) or any file / data set
-    of resrl.data.loaders (prompt = the problem's prompt, handed to the factory as is)."""
+    of resrl.tasks.data (prompt = the problem's prompt, handed to the factory as is)."""
     family = tasks.family_for_data(spec)
     if family is not None and family.games is not None:
         return family.games(spec, limit)
-    from resrl.data.loaders import load_problems
+    from resrl.tasks.data import load_problems
 
     return [{"prompt": p.prompt, "answer": p.id} for p in load_problems(spec, data_dir=data_dir, limit=limit)]
 

@@ -1,5 +1,0 @@
-"""Deprecated: moved to `resrl.tasks.tools.bfcl_env` in resrl 0.2 (this name goes away in 0.3)."""
-
-from resrl._deprecation import shim
-
-shim(__name__, "resrl.tasks.tools.bfcl_env")
