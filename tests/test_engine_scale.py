@@ -215,17 +215,40 @@ def test_trl_pass_through_reaches_grpo_config(model_dir, tmp_path):
 
 @pytest.mark.parametrize("key,message", [
     ("trl.vllm_mdoe=colocate", r"unknown config key 'trl\.vllm_mdoe'.*vllm_mode"),
-    ("trl.beta=0.1", r"'trl\.beta' is set by the project: use 'loss\.kl_coef'"),
-    ("trl.loss_type=grpo", r"'trl\.loss_type' is set by the project: use 'loss\.agg'"),
-    ("trl.per_device_train_batch_size=4", r"use 'train\.micro_batch_size'"),
-    ("trl.top_entropy_quantile=0.2", r"'trl\.top_entropy_quantile' is set by the project: use 'loss\.top_entropy_quantile'"),
-    ("trl.importance_sampling_level=sequence",
-     r"'trl\.importance_sampling_level' is set by the project: use 'loss\.importance_sampling_level'"),
+    ("trl.per_device_train_batch_size=4", r"'trl\.per_device_train_batch_size' has no resrl equivalent .*"
+                                          r"use 'train\.micro_batch_size'"),
+    ("trl.num_train_epochs=3", r"use 'train\.max_steps'"),
+    ("trl.loss_type=sapo", r"'trl\.loss_type': 'sapo' has no resrl equivalent"),
 ])
 def test_trl_pass_through_errors_name_the_key(model_dir, tmp_path, key, message):
-    cfg = load_config(None, overrides(model_dir, tmp_path, key))
     with pytest.raises(ConfigError, match=message):
+        cfg = load_config(None, overrides(model_dir, tmp_path, key))
         cfg.validate(need_data=False)
+
+
+@pytest.mark.parametrize("key,target,value", [
+    ("trl.beta=0.1", "loss.kl_coef", 0.1),
+    ("trl.epsilon_high=0.28", "loss.clip_eps_high", 0.28),
+    ("trl.loss_type=dr_grpo", "loss.agg", "seq-mean-token-sum-norm"),
+    ("trl.num_generations=4", "train.group_size", 4),  # agreeing with the base run's train.group_size=4
+    ("trl.scale_rewards=false", "algorithm.scale_rewards", "none"),
+    ("trl.logging_steps=5", "log.logging_steps", 5),
+    ("trl.top_entropy_quantile=0.2", "loss.top_entropy_quantile", 0.2),
+    ("trl.importance_sampling_level=sequence", "loss.importance_sampling_level", "sequence"),
+])
+def test_trl_names_of_resrl_keys_are_mapped_and_logged(model_dir, tmp_path, caplog, key, target, value):
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="resrl.train.config"):
+        cfg = load_config(None, overrides(model_dir, tmp_path, key))
+    section, name = target.split(".")
+    assert getattr(getattr(cfg, section), name) == value and not cfg.trl
+    assert any(f"is TRL's name for '{target}'" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ConfigError, match="disagree"):  # both names, two values: one error
+        other = "0.3" if isinstance(value, float) else ("token-mean" if name == "agg" else
+                                                       "group" if name == "scale_rewards" else
+                                                       "token" if name == "importance_sampling_level" else "3")
+        load_config(None, overrides(model_dir, tmp_path, key, f"{target}={other}"))
 
 
 def test_trainer_adopts_trl_gspo_and_entropy_options(model_dir, tmp_path):

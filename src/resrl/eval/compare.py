@@ -90,7 +90,7 @@ def choose_on_dev(dev_scores: dict[str, list[tuple[dict, float]]]) -> dict[str, 
 
 def check_disjoint(dev_specs: list[str], test_specs: list[str], data_dir: str | None = None) -> None:
     """InputError when the dev and held-out data share a prompt (by its text)."""
-    from resrl.data.loaders import load_benchmarks
+    from resrl.tasks.data import load_benchmarks
 
     def prompts(specs):
         out = {}

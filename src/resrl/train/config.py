@@ -33,12 +33,15 @@ Batch vocabulary (prompts are counted before the G-fold repetition):
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from resrl.tasks import registry as tasks
 from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from_dict, to_dict
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -206,6 +209,58 @@ TRL_OWNED_FIELDS = {
 }
 
 
+# `trl.<key>` names with one resrl key of the same meaning: mapped onto it (value translated where
+# the two spell it differently), with a log line naming the key. The other TRL_OWNED_FIELDS differ
+# in meaning (batch layout, epochs, ratios) and stay refused, naming the key to use.
+def _loss_type(value):
+    from resrl.engines.trl_fields import LOSS_TYPE_AGG
+
+    if value not in LOSS_TYPE_AGG:
+        raise ConfigError(f"config key 'trl.loss_type': {value!r} has no resrl equivalent: use one of "
+                          f"{sorted(LOSS_TYPE_AGG)} or set loss.agg")
+    return LOSS_TYPE_AGG[value]
+
+
+TRL_KEY_MAP: dict[str, tuple[str, Any]] = {
+    **{k: (f"train.{k}", None) for k in ("output_dir", "seed", "max_steps", "learning_rate", "warmup_steps",
+                                         "weight_decay", "adam_beta1", "adam_beta2", "max_grad_norm",
+                                         "num_iterations", "max_completion_length", "max_prompt_length",
+                                         "temperature", "top_p", "bf16", "use_cpu")},
+    "lr_scheduler_type": ("train.lr_scheduler", None), "num_generations": ("train.group_size", None),
+    "beta": ("loss.kl_coef", None), "epsilon": ("loss.clip_eps_low", None),
+    "epsilon_high": ("loss.clip_eps_high", None), "loss_type": ("loss.agg", _loss_type),
+    "importance_sampling_level": ("loss.importance_sampling_level", None),
+    "top_entropy_quantile": ("loss.top_entropy_quantile", None),
+    "scale_rewards": ("algorithm.scale_rewards", lambda v: {True: "group", False: "none"}.get(v, v)),
+    "gradient_checkpointing": ("model.gradient_checkpointing", None), "logging_steps": ("log.logging_steps", None),
+    "report_to": ("log.report_to", lambda v: [v] if isinstance(v, str) else v),
+    "log_completions": ("log.log_completions", None), "disable_tqdm": ("log.progress", lambda v: not v),
+    "save_steps": ("checkpoint.save_steps", None), "save_total_limit": ("checkpoint.save_total_limit", None),
+}
+
+
+def map_trl_keys(data: dict) -> dict:
+    """Move every `trl.<key>` of TRL_KEY_MAP onto its resrl key (logged); a copy of `data`.
+    ConfigError when the resrl key is set too, to another value."""
+    trl = data.get("trl")
+    if not isinstance(trl, dict) or not any(k in TRL_KEY_MAP for k in trl):
+        return data
+    data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    for key in [k for k in data["trl"] if k in TRL_KEY_MAP]:
+        target, translate = TRL_KEY_MAP[key]
+        raw = data["trl"].pop(key)
+        value = translate(raw) if translate is not None else raw
+        section, name = target.split(".", 1)
+        node = data.setdefault(section, {}) or {}
+        data[section] = node
+        if name in node and node[name] != value:
+            raise ConfigError(f"config keys 'trl.{key}' ({raw!r}) and '{target}' ({node[name]!r}) disagree: "
+                              f"'trl.{key}' is TRL's name for '{target}'; set one")
+        node[name] = value
+        logger.warning("config key 'trl.%s' = %r is TRL's name for '%s': set %s = %r", key, raw, target, target, value)
+    return data
+
+
 def check_trl_section(trl: dict) -> None:
     """Every `trl.<key>` must be a GRPOConfig field that the project does not own and whose loss-side
     effect the project's loss honours; ConfigError naming the key otherwise."""
@@ -218,8 +273,9 @@ def check_trl_section(trl: dict) -> None:
     fields = {f.name for f in dc.fields(GRPOConfig) if f.init}
     unsupported = {name: why for name, _, why in UNSUPPORTED_TRL_OPTIONS}
     for key in trl:
-        if key in TRL_OWNED_FIELDS:
-            raise ConfigError(f"config key 'trl.{key}' is set by the project: use '{TRL_OWNED_FIELDS[key]}' instead")
+        if key in TRL_OWNED_FIELDS:  # (the ones with one resrl equivalent were mapped: TRL_KEY_MAP)
+            raise ConfigError(f"config key 'trl.{key}' has no resrl equivalent of the same meaning: use "
+                              f"'{TRL_OWNED_FIELDS[key]}' instead")
         if key in unsupported:
             raise ConfigError(f"config key 'trl.{key}' is not supported: {unsupported[key]}")
         if key not in fields:
@@ -434,8 +490,9 @@ def resolve_loss(algorithm_name: str, given: dict, prefix: str = "loss.") -> Any
 
 
 def config_from_dict(data: dict) -> TrainConfig:
-    """Nested dict (parsed YAML + overrides) -> validated-typed TrainConfig."""
-    data = dict(data or {})
+    """Nested dict (parsed YAML + overrides) -> validated-typed TrainConfig. TRL's names for resrl's
+    keys under `trl:` are mapped first (`map_trl_keys`)."""
+    data = map_trl_keys(dict(data or {}))
     known = {f.name for f in dataclasses.fields(TrainConfig)}
     for key in data:
         if key not in known:
@@ -500,7 +557,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
 
 __all__ = [
-    "ConfigError", "TrainConfig", "ModelSection", "LoraSection", "TRL_OWNED_FIELDS", "check_trl_section", "DataSection", "RewardSection", "TrainSection",
+    "ConfigError", "TrainConfig", "ModelSection", "LoraSection", "TRL_OWNED_FIELDS", "TRL_KEY_MAP", "map_trl_keys", "check_trl_section", "DataSection", "RewardSection", "TrainSection",
     "EngineSection", "LogSection", "CheckpointSection", "load_config", "config_from_dict",
     "resolve_loss", "explicit_keys",
 ]
