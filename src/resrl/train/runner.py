@@ -414,6 +414,7 @@ def run_training(
         peft_config=lora_config(config),
         rollout_func=rollout_func,
         step_rollout=step_rollout,
+        phase_times=config.log.phase_times,
     )
     if trainer.accelerator.num_processes != num_processes:  # the batch was sized for num_processes
         raise RuntimeError(f"the launcher started {num_processes} process(es) (WORLD_SIZE) but TRL's accelerator "
