@@ -49,10 +49,22 @@ else
       || { say "venv with pip failed; trying --without-pip"; "$BASE" -m venv --system-site-packages --without-pip "$VENV" >>"$LOG" 2>&1; }
   fi
   PY=$VENV/bin/python
-  if [ ! -x "$PY" ]; then say "no venv could be made; using $BASE with the user site"; PY=$BASE; fi
+  USER_FLAG=()   # venv mode: no flag; target mode: --target DIR (never the machine's own site-packages)
+  if [ ! -x "$PY" ]; then
+    say "no venv could be made"; PY=$BASE
+  elif ! "$PY" -c "import torch" >/dev/null 2>&1 && "$BASE" -c "import torch" >/dev/null 2>&1; then
+    # $BASE is itself a venv (or torch sits outside its system site): a --system-site-packages venv
+    # made from it does not see the machine's torch
+    say "the venv does not see the machine's torch"; PY=$BASE
+  fi
+  if [ "$PY" = "$BASE" ]; then
+    TARGET=${RESRL_GPU_TARGET:-/tmp/resrl-gpu-site}
+    say "target mode: carried wheels go to $TARGET (on PYTHONPATH), the project runs from src/"
+    mkdir -p "$TARGET"
+    USER_FLAG=(--target "$TARGET")
+    export PYTHONPATH="$TARGET${PYTHONPATH:+:$PYTHONPATH}"
+  fi
   if "$PY" -m pip --version >/dev/null 2>&1; then PIP=("$PY" -m pip); else PIP=("$BASE" -m pip --python "$PY"); fi
-  USER_FLAG=()
-  [ "$PY" = "$BASE" ] && USER_FLAG=(--user)
   # the carried wheels whose distribution this Python does not have yet (never torch: not carried)
   MISSING=$("$PY" - "$WHEELS" <<'EOF'
 import importlib.metadata as md, pathlib, re, sys
@@ -77,7 +89,7 @@ EOF
   else
     say "every carried wheel is installed already"
   fi
-  if ! "${PIP[@]}" install --no-index --no-deps --no-build-isolation "${USER_FLAG[@]}" -e . >>"$LOG" 2>&1; then
+  if [ "$PY" != "$BASE" ] && ! "${PIP[@]}" install --no-index --no-deps --no-build-isolation -e . >>"$LOG" 2>&1; then
     SITE=$("$PY" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     say "editable install failed; putting $(pwd)/src on the path ($SITE/resrl-src.pth)"
     echo "$(pwd)/src" > "$SITE/resrl-src.pth"

@@ -108,6 +108,10 @@ def drive(args) -> int:
     report = {"schema": SCHEMA, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "command": " ".join([sys.executable, *sys.argv]), "device_requested": args.device, "tiny": args.tiny,
               "profile": {k: v for k, v in prof.items() if k != "budgets"}, "parts": {}}
+    install_log = out / "install.log"  # scripts/gpu-check.sh's own lines (pip's output stays in the file)
+    if install_log.is_file():
+        report["install"] = [line.removeprefix("gpu-check: ") for line in install_log.read_text().splitlines()
+                             if line.startswith("gpu-check: ")]
     t_all = time.perf_counter()
     names = part_names(args)
     total = prof["total_budget"] * args.budget_scale if prof["total_budget"] else None
@@ -610,6 +614,9 @@ def write_report(out: Path, report: dict) -> None:
                   f"{env.get('cpu_count')} CPUs, Python {env.get('python')}, torch {v.get('torch')} "
                   f"(CUDA {env.get('torch_cuda')}), transformers {v.get('transformers')}, trl {v.get('trl')}, "
                   f"accelerate {v.get('accelerate')}, peft {v.get('peft')}.", ""]
+    if report.get("install"):
+        lines += ["Install (`scripts/gpu-check.sh`; pip's output in install.log):", "",
+                  *[f"- {line}" for line in report["install"]], ""]
     lines += ["## Parts", "", "| part | status | wall s | budget s | note |", "|---|---|---|---|---|"]
     for name, e in parts.items():
         lines.append(f"| {name} | {e['status']} | {e['wall_s']:.1f} | {e['budget_s']} | "
