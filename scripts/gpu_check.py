@@ -61,8 +61,8 @@ def profile(args) -> dict:
     return dict(group_size=8, rollout_prompts=4, micro_batch=8, max_new_tokens=args.max_new_tokens,
                 max_prompt_length=512, steps=3, bench=dict(d=2560, T=4096, rows=(256, 1024), group_size=4),
                 numerics=dict(groups=4, group_size=8, T=512),
-                budgets={"env": 30, "model": 45, "train": 85, "bench-weights": 60, "numerics": 40, "engines": 15},
-                total_budget=380)  # about 6 min in all: a device call's limit is 600 s, install included
+                budgets={"env": 30, "model": 45, "train": 95, "bench-weights": 60, "numerics": 40, "engines": 15},
+                total_budget=400)  # about 6 min in all: a device call's limit is 600 s, install included
 
 
 # ==== the driver ===================================================================================
@@ -358,6 +358,8 @@ def phase_summary(steps: list[dict]) -> dict:
     for name in ("step", *PHASES[:-1]):
         vals = [s[f"memory/{name}_peak_gib"] for s in steps if f"memory/{name}_peak_gib" in s]
         out[f"{name}_peak_gib"] = max(vals) if vals else None
+    out["weights_share_of_step"] = (out["weights_s"] / out["step_s"]
+                                    if out["weights_s"] is not None and out["step_s"] else None)
     return out
 
 
@@ -645,7 +647,10 @@ def write_report(out: Path, report: dict) -> None:
         r = report.get("summary", {}).get("resrl_over_grpo", {})
         lines += ["", "ResRL ÷ GRPO: " + "; ".join(
             f"{k}: step time {_f(v.get('step_s'), 2)}×, peak memory {_f(v.get('step_peak_gib'), 2)}×"
-            for k, v in r.items())]
+            for k, v in r.items()) + ".", "",
+            "Weights' share of the step (weights s ÷ step s): " + "; ".join(
+                f"{n.removeprefix('train-')} {_f((parts[n].get('phases') or {}).get('weights_share_of_step'), 4)}"
+                for n in runs) + "."]
     bw = parts.get("bench-weights")
     if bw:
         lines += ["", "## ResRL's weights at the paper's sizes (`benchmarks/bench_weights.py`'s inputs and loop)", "",
