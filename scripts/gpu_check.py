@@ -372,8 +372,13 @@ def check_checkpoint(out_dir: Path, steps: int, args) -> dict:
     res = {"checkpoints": [p.name for p in ckpts]}
     state = ckpts[-1] / "trainer_state.json" if ckpts else None
     res["global_step"] = json.loads(state.read_text())["global_step"] if state and state.is_file() else None
-    model_dir = out_dir / "model"
+    model_dir = ckpts[-1] if ckpts else out_dir / "model"  # the checkpoint itself (the final model: same weights)
+    res["reloaded_from"] = model_dir.name
     t0 = time.perf_counter()
+    optim = model_dir / "optimizer.pt"
+    if optim.is_file():  # the optimiser state a --resume would load
+        state = torch.load(optim, map_location="cpu", weights_only=True)
+        res["optimizer_state_params"] = len(state.get("state", {}))
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if not args.tiny else torch.float32)
     model.to(args.device)
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -382,7 +387,8 @@ def check_checkpoint(out_dir: Path, steps: int, args) -> dict:
         logits = model(ids).logits
     res["reload_s"] = round(time.perf_counter() - t0, 1)
     res["reloaded_forward_finite"] = bool(torch.isfinite(logits.float()).all())
-    res["ok"] = res["global_step"] == steps and res["reloaded_forward_finite"]
+    res["ok"] = (res["global_step"] == steps and res["reloaded_forward_finite"]
+                 and res.get("optimizer_state_params", 0) > 0)
     return res
 
 

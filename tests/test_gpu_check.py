@@ -69,6 +69,7 @@ def test_rehearsal_training_numbers(rehearsal):
         assert all(math.isfinite(s["loss"]) for s in e["steps"])
         ck = e["checkpoint"]
         assert ck["ok"] and ck["global_step"] == 3 and ck["reloaded_forward_finite"], (name, ck)
+        assert ck["reloaded_from"] == "checkpoint-3" and ck["optimizer_state_params"] > 0, ck
         ph = e["phases"]
         for key in ("step_s", "generation_s", "forward_backward_s"):
             assert _positive(ph[key]), (name, key, ph[key])
