@@ -29,7 +29,7 @@ else
   BASE=${PYTHON:-python3}
   WHEELS=${RESRL_GPU_WHEELS:-wheels/gpu}
   VENV=${RESRL_GPU_VENV:-/tmp/resrl-gpu-venv}
-  if "$BASE" -c "import urllib.request as u; u.urlopen('https://pypi.org/simple/', timeout=3)" >/dev/null 2>&1; then
+  if timeout 8 "$BASE" -c "import urllib.request as u; u.urlopen('https://pypi.org/simple/', timeout=3)" >/dev/null 2>&1; then
     NET=1; say "network: reachable"
   else
     NET=0; say "network: none (nothing will be downloaded)"
@@ -99,6 +99,8 @@ EOF
   say "torch in the check's Python: $TORCH_AFTER"
   [ "$TORCH_AFTER" = "$TORCH_BEFORE" ] || say "WARNING: torch differs from the machine's"
 fi
+# everything the check loads is local: no hub look-ups or telemetry (they would hang without a network)
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
 # the source tree on the path too: the check runs this checkout even where the install above failed
 export PYTHONPATH="$(pwd)/src${PYTHONPATH:+:$PYTHONPATH}"
 exec "$PY" scripts/gpu_check.py "$OUT" "$@"
