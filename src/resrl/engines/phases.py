@@ -42,7 +42,7 @@ class PhaseTimer:
         self.enabled = bool(enabled)
         self.cuda = self.enabled and torch.device(device or "cpu").type == "cuda" and torch.cuda.is_available()
         self._stack: list[_Frame] = []
-        self._step: _Frame | None = None
+        self._open_step: _Frame | None = None
         self.totals: dict[str, float] = {}
         self.peaks: dict[str, int] = {}
 
@@ -66,8 +66,8 @@ class PhaseTimer:
         peak = self._sync_peak()
         if self._stack:  # the parent's running peak so far, before the counter is reset for the child
             self._stack[-1].peak = max(self._stack[-1].peak, peak)
-        elif self._step is not None:
-            self._step.peak = max(self._step.peak, peak)
+        elif self._open_step is not None:
+            self._open_step.peak = max(self._open_step.peak, peak)
         self._reset_peak()
         frame = _Frame(name, time.perf_counter())
         self._stack.append(frame)
@@ -80,7 +80,7 @@ class PhaseTimer:
         frame.peak = max(frame.peak, peak)
         self.totals[frame.name] = self.totals.get(frame.name, 0.0) + elapsed - frame.children
         self.peaks[frame.name] = max(self.peaks.get(frame.name, 0), frame.peak)
-        parent = self._stack[-1] if self._stack else self._step
+        parent = self._stack[-1] if self._stack else self._open_step
         if parent is not None:
             parent.children += elapsed if self._stack else 0.0
             parent.peak = max(parent.peak, frame.peak)
@@ -102,15 +102,15 @@ class PhaseTimer:
         self._sync_peak()
         self._reset_peak()
         self.totals, self.peaks = {}, {}
-        self._step = _Frame("step", time.perf_counter())
+        self._open_step = _Frame("step", time.perf_counter())
 
     def end_step(self, sink: dict) -> None:
         """Append this step's times (and CUDA peaks) to a metrics sink (name -> list)."""
-        if not self.enabled or self._step is None:
+        if not self.enabled or self._open_step is None:
             return
         peak = self._sync_peak()
-        step = self._step
-        self._step = None
+        step = self._open_step
+        self._open_step = None
         total = time.perf_counter() - step.start
         sink["time/step_s"].append(total)
         for name in PHASES:
