@@ -56,7 +56,9 @@ def profile(args) -> dict:
         return dict(group_size=8, rollout_prompts=2, micro_batch=8, max_new_tokens=24, max_prompt_length=512,
                     steps=3, bench=dict(d=64, T=64, rows=(32, 64), group_size=4),
                     numerics=dict(groups=2, group_size=8, T=48),
-                    budgets={"env": 60, "model": 60, "train": 120, "bench-weights": 60, "numerics": 60, "engines": 30},
+                    # generous: a rehearsal on a loaded 2-core CI runner took 47 s to import TRL, 88 s per train run
+                    budgets={"env": 150, "model": 150, "train": 300, "bench-weights": 150, "numerics": 150,
+                             "engines": 90},
                     total_budget=None)
     return dict(group_size=8, rollout_prompts=4, micro_batch=8, max_new_tokens=args.max_new_tokens,
                 max_prompt_length=512, steps=3, bench=dict(d=2560, T=4096, rows=(256, 1024), group_size=4),
@@ -78,7 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every part's time budget")
     ap.add_argument("--parts", default=None, help="comma-separated subset of parts")
     ap.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: run one part
-    ap.add_argument("--plant", default=None, help=argparse.SUPPRESS)  # internal: a part that raises (test)
+    ap.add_argument("--plant", default=None, help=argparse.SUPPRESS)  # internal (tests): PART raises, hang:PART hangs
     ap.add_argument("--budget", type=float, default=60.0, help=argparse.SUPPRESS)  # internal: this part's seconds
     args = ap.parse_args(argv)
     if args.part:
@@ -134,6 +136,22 @@ def drive(args) -> int:
     return 0
 
 
+def run_group(cmd, timeout: float, **kwargs) -> tuple[int | None, str]:
+    """Run `cmd` in its own process group; on timeout kill the whole group (a part's `resrl train`,
+    its reward workers), so that nothing cut short keeps the GPU busy. (returncode | None, output)."""
+    import signal
+
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", **kwargs)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return None, output or ""
+
+
 def run_subprocess_part(args, name: str, work: Path, budget: float) -> dict:
     result_file = work / "parts" / f"{name}.json"
     result_file.unlink(missing_ok=True)
@@ -145,12 +163,9 @@ def run_subprocess_part(args, name: str, work: Path, budget: float) -> dict:
         cmd += ["--plant", args.plant]
     t0 = time.perf_counter()
     log = work / "parts" / f"{name}.log"
-    with open(log, "w") as f:
-        try:
-            proc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=budget + 5, cwd=ROOT)
-            rc, status = proc.returncode, None
-        except subprocess.TimeoutExpired:
-            rc, status = None, "timeout"
+    rc, output = run_group(cmd, budget + 5, cwd=ROOT)
+    log.write_text(output)
+    status = "timeout" if rc is None else None
     wall = time.perf_counter() - t0
     entry = {"budget_s": round(budget), "wall_s": round(wall, 1)}
     if result_file.is_file():
@@ -171,6 +186,8 @@ def run_part(args) -> int:
     try:
         if args.plant == args.part:
             raise RuntimeError(f"planted break in part {args.part!r} (--plant)")
+        if args.plant == f"hang:{args.part}":  # a part that never ends: its budget must cut it
+            time.sleep(3600)
         fn = PARTS["train" if args.part in TRAIN_RUNS else args.part]
         res = fn(args, work, profile(args)) or {}
         res.setdefault("status", "ok")
@@ -321,15 +338,10 @@ def part_train(args, work, prof) -> dict:
            "max_new_tokens": prof["max_new_tokens"]}
     t0 = time.perf_counter()
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    try:
-        # what the CLI leaves of the budget goes to the checkpoint reload (a few seconds)
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10.0, args.budget - 10), env=env)
-        res["cli_rc"], res["cli_tail"] = proc.returncode, (proc.stdout + proc.stderr)[-2000:]
-        status = "ok" if proc.returncode == 0 else "error"
-    except subprocess.TimeoutExpired as exc:
-        res["cli_tail"] = ((exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes)
-                           else (exc.stdout or ""))[-2000:]
-        status = "timeout"
+    # what the CLI leaves of the budget goes to the checkpoint reload (a few seconds)
+    rc, output = run_group(cmd, max(10.0, args.budget - 10), env=env)
+    res["cli_rc"], res["cli_tail"] = rc, output[-2000:]
+    status = "timeout" if rc is None else "ok" if rc == 0 else "error"
     res["cli_wall_s"] = round(time.perf_counter() - t0, 1)
     steps = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()
              if line.strip()] if (out_dir / "metrics.jsonl").is_file() else []

@@ -24,7 +24,7 @@ TRAIN_PARTS = ("train-grpo", "train-resrl-aligned", "train-resrl-extra-pass")
 ALL_PARTS = ("env", "model", *TRAIN_PARTS, "bench-weights", "numerics", "engines")
 
 
-def _run_check(out: Path, *extra: str, timeout: float = 600) -> subprocess.CompletedProcess:
+def _run_check(out: Path, *extra: str, timeout: float = 1500) -> subprocess.CompletedProcess:
     env = {**os.environ, "RESRL_GPU_CHECK_PYTHON": sys.executable, "OMP_NUM_THREADS": "1",
            "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])}
     return subprocess.run(["bash", str(ROOT / "scripts" / "gpu-check.sh"), str(out), "--device", "cpu", "--tiny",
@@ -126,7 +126,7 @@ def test_broken_or_slow_part_is_reported_and_the_report_kept(tmp_path):
     assert "part `env`: error" in md and "planted break" in md
 
     out2 = tmp_path / "out2"
-    proc = _run_check(out2, "--parts", "env", "--budget-scale", "0.001", timeout=300)
+    proc = _run_check(out2, "--parts", "env", "--plant", "hang:env", "--budget-scale", "0.02", timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = json.loads((out2 / "gpu_check.json").read_text())
     assert report["parts"]["env"]["status"] == "timeout" and report["finished"] is True
