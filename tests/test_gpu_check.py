@@ -46,7 +46,7 @@ def _positive(x) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
 
 
-@pytest.mark.slow  # 2.5-4 min on 2 busy cores: eight subprocesses, three `resrl train` runs
+@pytest.mark.slow  # 1.5-5 min on 2 shared cores: eight subprocesses, three `resrl train` runs
 def test_rehearsal_runs_every_part(rehearsal):
     report, md, _ = rehearsal
     assert report["finished"] is True and report["tiny"] is True and report["device_requested"] == "cpu"
