@@ -60,7 +60,7 @@ def authors_weights(hidden, mask, adv, group_index, rank=64, max_pos=4096, q=(0.
                     eps=1e-6):
     """The authors' per-group loop, restated (with their defaults: quantiles 0.2/0.8, uniform subsample)."""
     B, T, d = hidden.shape
-    weights = torch.ones(B, T)
+    weights = torch.ones(B, T, device=hidden.device)                # (on the states' device: CUDA runs too)
     for gval in torch.unique(group_index).tolist():                  # Python loop over groups
         rows = (group_index == gval).nonzero().flatten().tolist()
         pos = [i for i in rows if adv[i].item() > 0]                 # host sync per sample

@@ -73,6 +73,7 @@ from resrl.engines.capture import StateCapture
 from resrl.engines.checkpoints import read_engine_state, save_atomically, write_engine_state
 from resrl.engines.dynamic_sampling import RefillStream, dynamically_sampled
 from resrl.engines.flowrl_head import LOG_Z_ATTR, LOG_Z_FILE, FlowRLHead, without_log_z_params
+from resrl.engines.phases import PhaseTimer
 from resrl.engines.reference import build_reference_model, reference_logps
 from resrl.engines.step_round import StepRound
 from resrl.engines.steps import StepRolloutConfig
@@ -109,6 +110,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     dynamic_sampling:   DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds:  extra generation rounds allowed per step to refill dropped groups
     step_rollout:       step-level rollouts (resrl.engines.steps.StepRolloutConfig); None = TRL's
+    phase_times:        log time/<phase>_s and memory/<phase>_peak_gib per optimiser step
+                        (resrl.engines.phases; off: no cost)
     Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G, or a
     `resrl.engines.trl_config.ResRLGRPOConfig` carrying the settings above as flat fields). What
     becomes of every GRPOConfig field: engines/trl_fields.py (honoured, mapped, refused, irrelevant).
@@ -116,8 +119,12 @@ class ResRLTrainer(trl_compat.GRPOHooks):
 
     def __init__(self, *args, algorithm: AlgorithmConfig | str | None = None, loss_config: LossConfig | None = None,
                  resrl_mode: str | None = None, dynamic_sampling: bool | None = None,
-                 max_refill_rounds: int | None = None, step_rollout: StepRolloutConfig | None = None, **kwargs):
+                 max_refill_rounds: int | None = None, step_rollout: StepRolloutConfig | None = None,
+                 phase_times: bool = False, **kwargs):
         super().__init__(*args, **kwargs)
+        self.phases = PhaseTimer(phase_times, self.accelerator.device)
+        if phase_times:
+            self.add_callback(_PhaseCallback(self))
         algorithm, loss_config, notes = trl_fields.resolve_trainer_settings(self.args, algorithm, loss_config)
         for note in notes:  # TRL defaults that differ from the algorithm's and are not applied: say so once
             logger.warning(note)
@@ -206,6 +213,10 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     def generation_round(self, inputs) -> dict:
         if self._step_round is not None:
             return self._step_round(self, inputs)
+        with self.phases.phase("generation"):
+            return self._generation_round(inputs)
+
+    def _generation_round(self, inputs) -> dict:
         mode = "train" if self.model.training else "eval"
         sink = trl_compat.metrics(self, mode)
         out = self._generate_once(inputs)
@@ -220,10 +231,11 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         if self.needs_hidden and self.resrl_mode == "aligned":
             out["advantages"] = None  # computed from the training forward's states (compute_policy_loss)
             return out
-        adv, stats = local_token_advantages(
-            AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"], head,
-                            prompt_lengths=out["prompt_mask"].sum(dim=1)),
-            self.algorithm, self.accelerator)
+        with self.phases.phase("weights"):
+            adv, stats = local_token_advantages(
+                AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"], head,
+                                prompt_lengths=out["prompt_mask"].sum(dim=1)),
+                self.algorithm, self.accelerator)
         out["advantages"] = adv
         engine_metrics.log_stats(self.accelerator, sink, stats)
         return out
@@ -264,7 +276,15 @@ class ResRLTrainer(trl_compat.GRPOHooks):
 
     def policy_forward(self, model, input_ids, logits_to_keep, forward):
         # extra-pass mode: a round that armed the capture records the policy's own no-grad pass
+        if self.phases.enabled and not torch.is_grad_enabled():  # old log-probs / ResRL's extra pass
+            with self.phases.phase("old_logps"):
+                return self.capture.record_forward(model, input_ids, logits_to_keep, forward)
         return self.capture.record_forward(model, input_ids, logits_to_keep, forward)
+
+    def training_step(self, *args, **kwargs):
+        # the generation round (in _prepare_inputs) and the weights inside are timed as their own phases
+        with self.phases.phase("forward_backward"):
+            return super().training_step(*args, **kwargs)
 
     @staticmethod
     def _loss_mask(batch: dict) -> torch.Tensor:
@@ -294,11 +314,12 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             with self.capture.capture(C) as states, log_z_capture:
                 logps, entropy, aux_loss = self.per_token_logps(
                     model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
-            hidden, head = self.capture.finish(states, completion_ids)
-            advantages, stats = compute_token_advantages(
-                AdvantageInputs(inputs["rewards"], inputs["group_index"], mask, hidden, inputs["truncated"], head,
-                                prompt_lengths=inputs["prompt_mask"].sum(dim=1)),
-                self.algorithm)
+            with self.phases.phase("weights"):
+                hidden, head = self.capture.finish(states, completion_ids)
+                advantages, stats = compute_token_advantages(
+                    AdvantageInputs(inputs["rewards"], inputs["group_index"], mask, hidden, inputs["truncated"],
+                                    head, prompt_lengths=inputs["prompt_mask"].sum(dim=1)),
+                    self.algorithm)
             engine_metrics.log_stats(self.accelerator, sink, stats)
         else:
             with log_z_capture:
@@ -426,3 +447,22 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                                "dynamic sampling refills from the stream's start, not where the run left it", path)
         if self.flowrl_head is not None:
             self.flowrl_head.load(path)
+
+
+def _phase_callback_base():
+    from transformers import TrainerCallback
+
+    return TrainerCallback
+
+
+class _PhaseCallback(_phase_callback_base()):
+    """Opens and closes the trainer's PhaseTimer step around each optimiser step (log.phase_times)."""
+
+    def __init__(self, trainer: ResRLTrainer):
+        self.trainer = trainer
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.trainer.phases.begin_step()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.trainer.phases.end_step(trl_compat.metrics(self.trainer, "train"))

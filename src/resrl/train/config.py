@@ -164,6 +164,7 @@ class LogSection:
     jsonl: bool = True  # output_dir/metrics.jsonl
     log_completions: bool = False  # also log sampled completions (TRL's log_completions)
     progress: bool = True  # tqdm bar + printed logs; false: quiet (run_training(on_log=...) still gets each step)
+    phase_times: bool = False  # log time/<phase>_s and memory/<phase>_peak_gib per step (generation, old log-probs, weights, forward-backward); syncs CUDA at each phase boundary
 
 
 @dataclass

@@ -280,6 +280,7 @@ def _build_trainer(trainer_class, model, reward, args, train_dataset, tokenizer,
         peft_config=lora_config(config),
         rollout_func=rollout_func,
         step_rollout=step_rollout,
+        phase_times=config.log.phase_times,
     )
 
 

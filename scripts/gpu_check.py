@@ -1,0 +1,710 @@
+"""The project's one prepared GPU check (issue 34; docs/gpu.md): every part in its own subprocess
+with a time budget, the report (OUT/gpu_check.md + OUT/gpu_check.json) rewritten after each part,
+so a slow or broken part is cut short and reported, never the whole report lost.
+
+    python scripts/gpu_check.py OUT                        # on a GPU: Qwen3-0.6B-shaped model, bf16
+    python scripts/gpu_check.py OUT --device cpu --tiny    # the CPU rehearsal (CI, ~1 min)
+
+Usually started by `scripts/gpu-check.sh OUT`, which installs the project and the carried wheels
+first. Parts (in priority order, docs/gpu.md):
+
+    env            versions, the device, which optional engines import (vLLM, DeepSpeed)
+    model          a random-weight model with a real model's shape (Qwen3-0.6B's config), written locally
+    train-*        `resrl train` (the real CLI) for GRPO, ResRL aligned, ResRL extra-pass: loss, per-phase
+                   time and peak memory (log.phase_times), checkpoint saved and reloaded
+    bench-weights  ResRL's weights vs the authors' per-group loop at d=2560, T=4096, 256 and 1024 rows
+    numerics       ResRL's weights from a bf16 forward vs float32 on the same batch
+    engines        vLLM / DeepSpeed / FSDP: what could not run and why
+
+A part is `python scripts/gpu_check.py --part NAME --work DIR [...]`, writing DIR/parts/NAME.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA = 1
+
+# Qwen/Qwen3-0.6B's config.json (the fields that set the compute), written locally: no hub
+QWEN3_06B = dict(
+    architectures=["Qwen3ForCausalLM"], model_type="qwen3", vocab_size=151936, hidden_size=1024,
+    intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
+    max_position_embeddings=40960, rope_theta=1000000, rms_norm_eps=1e-6, hidden_act="silu",
+    tie_word_embeddings=True, attention_bias=False, attention_dropout=0.0,
+)
+
+TRAIN_RUNS = {  # part -> (algorithm, engine.resrl_mode)
+    "train-grpo": ("grpo", "auto"),
+    "train-resrl-aligned": ("resrl", "aligned"),
+    "train-resrl-extra-pass": ("resrl", "extra-pass"),
+}
+PHASES = ("generation", "old_logps", "weights", "forward_backward", "other")
+
+
+def profile(args) -> dict:
+    """The sizes of each part: the real ones on a GPU, tiny ones for the CPU rehearsal."""
+    if args.tiny:
+        return dict(group_size=8, rollout_prompts=2, micro_batch=8, max_new_tokens=24, max_prompt_length=512,
+                    steps=3, bench=dict(d=64, T=64, rows=(32, 64), group_size=4),
+                    numerics=dict(groups=2, group_size=8, T=48),
+                    # generous: a rehearsal on a loaded 2-core CI runner took 47 s to import TRL, 88 s per train run
+                    budgets={"env": 150, "model": 150, "train": 300, "bench-weights": 150, "numerics": 150,
+                             "engines": 90},
+                    total_budget=None)
+    return dict(group_size=8, rollout_prompts=4, micro_batch=8, max_new_tokens=args.max_new_tokens,
+                max_prompt_length=512, steps=3, bench=dict(d=2560, T=4096, rows=(256, 1024), group_size=4),
+                numerics=dict(groups=4, group_size=8, T=512),
+                budgets={"env": 30, "model": 45, "train": 95, "bench-weights": 60, "numerics": 40, "engines": 15},
+                total_budget=400)  # about 6 min in all: a device call's limit is 600 s, install included
+
+
+# ==== the driver ===================================================================================
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", nargs="?", help="folder for gpu_check.md and gpu_check.json")
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--tiny", action="store_true", help="tiny model and sizes (the CPU rehearsal)")
+    ap.add_argument("--work", default=None, help="scratch folder for models and runs (default OUT/../gpu-check-work "
+                                                  "outside OUT, so that nothing large comes back)")
+    ap.add_argument("--max-new-tokens", type=int, default=1024)
+    ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every part's time budget")
+    ap.add_argument("--parts", default=None, help="comma-separated subset of parts")
+    ap.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: run one part
+    ap.add_argument("--plant", default=None, help=argparse.SUPPRESS)  # internal (tests): PART raises, hang:PART hangs
+    ap.add_argument("--budget", type=float, default=60.0, help=argparse.SUPPRESS)  # internal: this part's seconds
+    args = ap.parse_args(argv)
+    if args.part:
+        return run_part(args)
+    if not args.out:
+        ap.error("OUT is required")
+    return drive(args)
+
+
+def part_names(args) -> list[str]:
+    names = ["env", "model", *TRAIN_RUNS, "bench-weights", "numerics", "engines"]
+    if args.parts:
+        wanted = args.parts.split(",")
+        unknown = set(wanted) - set(names)
+        if unknown:
+            raise SystemExit(f"gpu_check: unknown parts {sorted(unknown)}; parts: {names}")
+        names = [n for n in names if n in wanted]
+    return names
+
+
+def drive(args) -> int:
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work).resolve() if args.work else out.parent / f"{out.name}-work"
+    (work / "parts").mkdir(parents=True, exist_ok=True)
+    prof = profile(args)
+    report = {"schema": SCHEMA, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+              "command": " ".join([sys.executable, *sys.argv]), "device_requested": args.device, "tiny": args.tiny,
+              "profile": {k: v for k, v in prof.items() if k != "budgets"}, "parts": {}}
+    install_log = out / "install.log"  # scripts/gpu-check.sh's own lines (pip's output stays in the file)
+    if install_log.is_file():
+        report["install"] = [line.removeprefix("gpu-check: ") for line in install_log.read_text().splitlines()
+                             if line.startswith("gpu-check: ")]
+    t_all = time.perf_counter()
+    names = part_names(args)
+    total = prof["total_budget"] * args.budget_scale if prof["total_budget"] else None
+    for i, name in enumerate(names):
+        budget = prof["budgets"]["train" if name in TRAIN_RUNS else name] * args.budget_scale
+        if total is not None:  # the whole check stays within `total`: later parts keep at least 10 s each
+            left = total - (time.perf_counter() - t_all) - 10 * (len(names) - i - 1)
+            budget = max(10.0, min(budget, left))
+        entry = run_subprocess_part(args, name, work, budget)
+        report["parts"][name] = entry
+        report["wall_s"] = round(time.perf_counter() - t_all, 1)
+        report["summary"] = summarise(report)
+        write_report(out, report)
+        print(f"gpu_check: {name}: {entry['status']} in {entry['wall_s']:.1f} s (budget {budget:.0f} s)", flush=True)
+    report["finished"] = True
+    write_report(out, report)
+    failed = [n for n, e in report["parts"].items() if e["status"] not in ("ok", "skipped")]
+    print(f"gpu_check: report in {out}/gpu_check.md ({report['wall_s']:.0f} s); "
+          f"{'not ok: ' + ', '.join(failed) if failed else 'all parts ok'}", flush=True)
+    return 0
+
+
+def run_group(cmd, timeout: float, **kwargs) -> tuple[int | None, str]:
+    """Run `cmd` in its own process group; on timeout kill the whole group (a part's `resrl train`,
+    its reward workers), so that nothing cut short keeps the GPU busy. (returncode | None, output)."""
+    import signal
+
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, errors="replace", **kwargs)
+    try:
+        output, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, output
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        output, _ = proc.communicate()
+        return None, output or ""
+
+
+def run_subprocess_part(args, name: str, work: Path, budget: float) -> dict:
+    result_file = work / "parts" / f"{name}.json"
+    result_file.unlink(missing_ok=True)
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--part", name, "--work", str(work),
+           "--device", args.device, "--max-new-tokens", str(args.max_new_tokens), "--budget", str(budget)]
+    if args.tiny:
+        cmd.append("--tiny")
+    if args.plant:
+        cmd += ["--plant", args.plant]
+    t0 = time.perf_counter()
+    log = work / "parts" / f"{name}.log"
+    rc, output = run_group(cmd, budget + 5, cwd=ROOT)
+    log.write_text(output)
+    status = "timeout" if rc is None else None
+    wall = time.perf_counter() - t0
+    entry = {"budget_s": round(budget), "wall_s": round(wall, 1)}
+    if result_file.is_file():
+        entry.update(json.loads(result_file.read_text()))
+    entry.setdefault("status", status or ("ok" if rc == 0 else "error"))
+    if status == "timeout":
+        entry["status"] = "timeout"
+    if entry["status"] not in ("ok", "skipped"):
+        entry["log_tail"] = log.read_text(errors="replace")[-3000:]
+    return entry
+
+
+# ==== the parts (each in its own process) ==========================================================
+
+def run_part(args) -> int:
+    work = Path(args.work)
+    res: dict = {}
+    try:
+        if args.plant == args.part:
+            raise RuntimeError(f"planted break in part {args.part!r} (--plant)")
+        if args.plant == f"hang:{args.part}":  # a part that never ends: its budget must cut it
+            time.sleep(3600)
+        fn = PARTS["train" if args.part in TRAIN_RUNS else args.part]
+        res = fn(args, work, profile(args)) or {}
+        res.setdefault("status", "ok")
+    except Exception as exc:  # noqa: BLE001 - reported, never lost
+        import traceback
+
+        res = {**res, "status": "error", "error": f"{type(exc).__name__}: {exc}",
+               "traceback": traceback.format_exc()[-3000:]}
+    (work / "parts" / f"{args.part}.json").write_text(json.dumps(res, indent=1, default=str))
+    return 0 if res["status"] in ("ok", "skipped") else 1
+
+
+def _device(args):
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("--device cuda but torch.cuda.is_available() is False (use --device cpu --tiny on CPU)")
+    return torch.device(args.device)
+
+
+def part_env(args, work, prof) -> dict:
+    import importlib.metadata as md
+
+    import torch
+
+    versions = {}
+    for dist in ("torch", "transformers", "accelerate", "peft", "trl", "datasets", "numpy", "pyarrow",
+                 "math-verify", "vllm", "deepspeed", "flash-attn", "resrl"):
+        try:
+            versions[dist] = md.version(dist)
+        except md.PackageNotFoundError:
+            versions[dist] = None
+    res = {"python": platform.python_version(), "platform": platform.platform(), "versions": versions,
+           "cpu_count": os.cpu_count(), "torch_cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        res.update(gpu=p.name, gpu_memory_gib=round(p.total_memory / 1024 ** 3, 1), gpu_count=torch.cuda.device_count(),
+                   capability=f"{p.major}.{p.minor}", bf16_supported=torch.cuda.is_bf16_supported())
+    import resrl  # the project imports without torch at import time; the engine needs TRL
+
+    res["resrl_path"] = str(Path(resrl.__file__).parent)
+    import resrl.engines.trl  # noqa: F401 - TRL and the engine import (fails here if a wheel is missing)
+    return res
+
+
+def _build_tokenizer(vocab_size: int | None):
+    """The project's character tokenizer (ChatML template), padded with filler tokens to `vocab_size`
+    so that a random model's samples of any id decode (a real-size output head, offline)."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    from resrl.models.tiny import CHAT_TEMPLATE, DEFAULT_ALPHABET, EOS, IM_END, IM_START, PAD, SPECIAL_TOKENS, UNK
+
+    vocab = {tok: i for i, tok in enumerate(SPECIAL_TOKENS)}
+    for ch in DEFAULT_ALPHABET:
+        vocab.setdefault(ch, len(vocab))
+    base = len(vocab)
+    for i in range(base, vocab_size or base):
+        vocab[f"<t{i}>"] = i
+    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token=UNK))
+    tok.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    tok.decoder = decoders.Fuse()
+    tok.add_special_tokens(SPECIAL_TOKENS)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, pad_token=PAD, eos_token=IM_END, unk_token=UNK,
+                                   additional_special_tokens=[IM_START, EOS], padding_side="left")
+    fast.chat_template = CHAT_TEMPLATE
+    return fast
+
+
+def part_model(args, work, prof) -> dict:
+    import torch
+
+    model_dir = work / "model"
+    if args.tiny:
+        from resrl.models.tiny import build_tiny_model
+
+        model, tok = build_tiny_model(model_dir)
+        n = sum(p.numel() for p in model.parameters())
+        return {"model": "tiny Qwen3 (resrl make-tiny-model)", "parameters": n, "dtype": "float32",
+                "path": str(model_dir)}
+    from transformers import AutoModelForCausalLM, Qwen3Config
+
+    tok = _build_tokenizer(QWEN3_06B["vocab_size"])
+    cfg = Qwen3Config(**{k: v for k, v in QWEN3_06B.items() if k not in ("architectures", "model_type")},
+                      pad_token_id=tok.pad_token_id, eos_token_id=tok.eos_token_id, bos_token_id=None)
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    with torch.device(_device(args)):
+        model = AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    n = sum(p.numel() for p in model.parameters())
+    return {"model": "Qwen3-0.6B-shaped, random weights", "config": QWEN3_06B, "parameters": n, "dtype": "bfloat16",
+            "path": str(model_dir), "build_and_save_s": round(time.perf_counter() - t0, 1)}
+
+
+REWARD_PY = '''"""gpu_check's reward: a hash of the completion, 1 for about half of them, so that every group
+has positives and negatives (a random-weight model solves nothing) and ResRL computes its weights."""
+import hashlib
+
+
+def score(completions, answers, **kwargs):
+    out = []
+    for c in completions:
+        text = c if isinstance(c, str) else str(c)
+        out.append(float(hashlib.md5(text.encode()).digest()[0] & 1))
+    return out
+'''
+
+
+def train_config(args, work: Path, prof: dict, algo: str, mode: str, out_dir: Path) -> Path:
+    import yaml
+
+    (work / "reward.py").write_text(REWARD_PY)
+    cfg = {
+        "model": {"path": str(work / "model"), "dtype": "float32" if args.tiny else "bfloat16",
+                  "gradient_checkpointing": False},
+        "data": {"train": "gsm8k", "max_problems": 64},
+        "reward": {"function": f"{work / 'reward.py'}:score", "num_workers": 1},
+        "algorithm": {"name": algo},
+        "train": {"output_dir": str(out_dir), "seed": 0, "max_steps": prof["steps"], "learning_rate": 1.0e-6,
+                  "rollout_prompts": prof["rollout_prompts"], "group_size": prof["group_size"],
+                  "micro_batch_size": prof["micro_batch"], "max_prompt_length": prof["max_prompt_length"],
+                  "max_completion_length": prof["max_new_tokens"], "temperature": 1.0,
+                  "bf16": not args.tiny, "use_cpu": args.device == "cpu"},
+        "engine": {"resrl_mode": mode},
+        "log": {"logging_steps": 1, "report_to": ["none"], "progress": False, "phase_times": True},
+        "checkpoint": {"save_steps": prof["steps"], "save_total_limit": 1},
+    }
+    path = out_dir.parent / f"{out_dir.name}.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def part_train(args, work, prof) -> dict:
+    import shutil
+
+    algo, mode = TRAIN_RUNS[args.part]
+    out_dir = work / "runs" / args.part
+    shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    cfg_path = train_config(args, work, prof, algo, mode, out_dir)
+    cmd = [sys.executable, "-m", "resrl", "train", "--config", str(cfg_path)]
+    res = {"algorithm": algo, "resrl_mode": mode, "command": " ".join(cmd),
+           "rows_per_step": prof["rollout_prompts"] * prof["group_size"], "group_size": prof["group_size"],
+           "max_new_tokens": prof["max_new_tokens"]}
+    t0 = time.perf_counter()
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    # what the CLI leaves of the budget goes to the checkpoint reload (a few seconds)
+    rc, output = run_group(cmd, max(10.0, args.budget - 10), env=env)
+    res["cli_rc"], res["cli_tail"] = rc, output[-2000:]
+    status = "timeout" if rc is None else "ok" if rc == 0 else "error"
+    res["cli_wall_s"] = round(time.perf_counter() - t0, 1)
+    steps = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()
+             if line.strip()] if (out_dir / "metrics.jsonl").is_file() else []
+    res["steps"] = steps
+    res["steps_done"] = len(steps)
+    res["loss_finite"] = bool(steps) and all(math.isfinite(float(s.get("loss", float("nan")))) for s in steps)
+    res["phases"] = phase_summary(steps)
+    res["memory_note"] = None if args.device == "cuda" else "unavailable on CPU (peak memory is CUDA's allocator)"
+    if status == "ok":
+        res["checkpoint"] = check_checkpoint(out_dir, prof["steps"], args)
+        if not res["checkpoint"]["ok"]:
+            status = "error"
+        if not res["loss_finite"]:
+            status = "error"
+    res["status"] = status
+    return res
+
+
+def phase_summary(steps: list[dict]) -> dict:
+    """Mean per phase over the steps after the first (warm-up; all steps if only one)."""
+    use = steps[1:] if len(steps) > 1 else steps
+    out = {"steps_averaged": [s.get("step") for s in use]}
+    for name in ("step", *PHASES):
+        vals = [s[f"time/{name}_s"] for s in use if f"time/{name}_s" in s]
+        out[f"{name}_s"] = sum(vals) / len(vals) if vals else None
+    for name in ("step", *PHASES[:-1]):
+        vals = [s[f"memory/{name}_peak_gib"] for s in steps if f"memory/{name}_peak_gib" in s]
+        out[f"{name}_peak_gib"] = max(vals) if vals else None
+    out["weights_share_of_step"] = (out["weights_s"] / out["step_s"]
+                                    if out["weights_s"] is not None and out["step_s"] else None)
+    return out
+
+
+def check_checkpoint(out_dir: Path, steps: int, args) -> dict:
+    """The checkpoint directory is complete and the saved model reloads and runs a finite forward."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    ckpts = sorted(out_dir.glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[1]))
+    res = {"checkpoints": [p.name for p in ckpts]}
+    state = ckpts[-1] / "trainer_state.json" if ckpts else None
+    res["global_step"] = json.loads(state.read_text())["global_step"] if state and state.is_file() else None
+    model_dir = ckpts[-1] if ckpts else out_dir / "model"  # the checkpoint itself (the final model: same weights)
+    res["reloaded_from"] = model_dir.name
+    t0 = time.perf_counter()
+    optim = model_dir / "optimizer.pt"
+    if optim.is_file():  # the optimiser state a --resume would load
+        state = torch.load(optim, map_location="cpu", weights_only=True)
+        res["optimizer_state_params"] = len(state.get("state", {}))
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16 if not args.tiny else torch.float32)
+    model.to(args.device)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    ids = tok("1 + 1 =", return_tensors="pt").input_ids.to(args.device)
+    with torch.no_grad():
+        logits = model(ids).logits
+    res["reload_s"] = round(time.perf_counter() - t0, 1)
+    res["reloaded_forward_finite"] = bool(torch.isfinite(logits.float()).all())
+    res["ok"] = (res["global_step"] == steps and res["reloaded_forward_finite"]
+                 and res.get("optimizer_state_params", 0) > 0)
+    return res
+
+
+def _sync(device):
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def make_states(B, T, d, group_size, device, dtype, seed=0):
+    """bench_weights' inputs (decaying spectrum, variable lengths), built on `device` in row chunks
+    (a (B, T, d) float32 tensor at B = 1024, T = 4096, d = 2560 would be 43 GB)."""
+    import torch
+
+    from resrl.core import grpo_advantages
+
+    g = torch.Generator(device=device).manual_seed(seed)
+    n_basis = min(d, 256)
+    basis = torch.randn(n_basis, d, generator=g, device=device) / d ** 0.5
+    scales = 20.0 / (1.0 + torch.arange(n_basis, dtype=torch.float32, device=device))
+    hidden = torch.empty(B, T, d, dtype=dtype, device=device)
+    chunk = max(1, (1 << 28) // (T * d))
+    for i in range(0, B, chunk):
+        n = min(chunk, B - i)
+        h = (torch.randn(n, T, n_basis, generator=g, device=device) * scales) @ basis * d ** 0.5
+        hidden[i:i + n] = (h + 0.2 * torch.randn(n, T, d, generator=g, device=device)).to(dtype)
+        del h
+    lengths = torch.randint(T // 4, T + 1, (B,), generator=g, device=device)
+    mask = torch.arange(T, device=device)[None, :] < lengths[:, None]
+    rewards = (torch.rand(B, generator=g, device=device) < 0.5).float()
+    rewards[::group_size] = 1.0
+    rewards[1::group_size] = 0.0
+    group_index = torch.arange(B // group_size, device=device).repeat_interleave(group_size)
+    return hidden, mask, grpo_advantages(rewards, group_index), group_index
+
+
+def part_bench_weights(args, work, prof) -> dict:
+    import torch
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_weights import authors_weights
+
+    from resrl.core import ResRLConfig, resrl_token_advantages
+
+    device = _device(args)
+    b = prof["bench"]
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    res = {"d": b["d"], "T": b["T"], "group_size": b["group_size"], "states_dtype": str(dtype).replace("torch.", ""),
+           "device": str(device), "timing": "one run per shape, after a warm-up on the first", "shapes": []}
+    deadline = time.perf_counter() + args.budget - 5
+    for rows in b["rows"]:
+        entry = {"rows": rows}
+        res["shapes"].append(entry)
+        try:
+            inputs = make_states(rows, b["T"], b["d"], b["group_size"], device, dtype)
+            entry["response_tokens"] = int(inputs[1].sum())
+            for name, fn in (("resrl", lambda: resrl_token_advantages(*inputs, ResRLConfig())),
+                             ("authors_loop", lambda: authors_weights(*inputs))):
+                if time.perf_counter() > deadline:
+                    entry[f"{name}_s"] = None
+                    entry[f"{name}_note"] = "skipped: the part's time budget ran out"
+                    continue
+                if device.type == "cuda":
+                    torch.cuda.reset_peak_memory_stats()
+                    base = torch.cuda.memory_allocated()
+                if rows == b["rows"][0]:
+                    fn()  # warm-up (kernels, allocator) on the first shape only
+                _sync(device)
+                t0 = time.perf_counter()
+                fn()
+                _sync(device)
+                entry[f"{name}_s"] = time.perf_counter() - t0
+                if device.type == "cuda":
+                    entry[f"{name}_peak_gib_above_inputs"] = (torch.cuda.max_memory_allocated() - base) / 1024 ** 3
+            if entry.get("resrl_s") and entry.get("authors_loop_s"):
+                entry["speedup_vs_authors"] = entry["authors_loop_s"] / entry["resrl_s"]
+            entry["share_of_step"] = share_of_step(entry, device)
+            del inputs
+        except torch.OutOfMemoryError as exc:
+            entry["error"] = f"out of memory: {str(exc)[:300]}"
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return res
+
+
+def share_of_step(entry: dict, device) -> dict | None:
+    """The weights' share of a step of the paper's model (Qwen3-4B, 4.0e9 parameters) on the same
+    tokens: a training step costs at least the update's 6·N·tokens FLOPs (forward + backward, no
+    generation), here at an assumed 40 % of the GPU's dense bf16 peak — an estimate (generation
+    excluded, so the real share is smaller), labelled as such in the report."""
+    import torch
+
+    if device.type != "cuda" or not entry.get("resrl_s"):
+        return None
+    name = torch.cuda.get_device_properties(0).name
+    peak = 989e12 if ("H100" in name or "H200" in name) else None  # dense bf16 FLOP/s (SXM)
+    if peak is None:
+        return {"note": f"no bf16 peak known for {name}"}
+    update_s = 6 * 4.0e9 * entry["response_tokens"] / (0.4 * peak)
+    return {"estimated_update_s": update_s, "share": entry["resrl_s"] / (update_s + entry["resrl_s"]),
+            "assumptions": "Qwen3-4B, 6·N·tokens FLOPs at 40 % of 989 TFLOP/s, generation excluded"}
+
+
+def spearman(a, b) -> float:
+    import torch
+
+    def ranks(x):  # average ranks: ties (ω clamped at its bounds) share one rank
+        _, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        ends = counts.cumsum(0).double()
+        return (ends - (counts.double() - 1) / 2)[inverse]
+
+    ra, rb = ranks(a.double()), ranks(b.double())
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    return max(-1.0, min(1.0, float((ra * rb).sum() / (ra.norm() * rb.norm()).clamp(min=1e-12))))
+
+
+def part_numerics(args, work, prof) -> dict:
+    """ResRL's ω from the penultimate-layer states of a bf16 forward vs a float32 forward of the same
+    model on the same recorded batch (token ids, masks, rewards), float32 with TF32 off."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from resrl.core import ResRLConfig, grpo_advantages, resrl_token_advantages
+
+    device = _device(args)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    n = prof["numerics"]
+    B, T = n["groups"] * n["group_size"], n["T"]
+    model32 = AutoModelForCausalLM.from_pretrained(work / "model", dtype=torch.float32).to(device).eval()
+    V = model32.config.vocab_size
+    g = torch.Generator().manual_seed(0)
+    P = 16
+    ids = torch.randint(10, min(V, 100), (B, P + T), generator=g)  # the recorded batch
+    lengths = torch.randint(T // 4, T + 1, (B,), generator=g)
+    mask = torch.arange(T)[None, :] < lengths[:, None]
+    attn = torch.cat([torch.ones(B, P, dtype=torch.long), mask.long()], 1)
+    rewards = (torch.rand(B, generator=g) < 0.5).float()
+    rewards[::n["group_size"]], rewards[1::n["group_size"]] = 1.0, 0.0
+    gidx = torch.arange(n["groups"]).repeat_interleave(n["group_size"])
+    adv = grpo_advantages(rewards, gidx)
+    batch = {"input_ids": ids, "attention_mask": attn, "response_mask": mask, "rewards": rewards}
+    torch.save(batch, work / "numerics_batch.pt")
+
+    def omega(model) -> "torch.Tensor":
+        states = []
+        with torch.no_grad():
+            for i in range(0, B, 4):
+                o = model(ids[i:i + 4].to(device), attention_mask=attn[i:i + 4].to(device), output_hidden_states=True)
+                # the state at position t-1 predicts response token t ("predicting" alignment)
+                states.append(o.hidden_states[-2][:, P - 1:P - 1 + T].float().cpu())
+        h = torch.cat(states)
+        tok_adv, _ = resrl_token_advantages(h, mask, adv, gidx, ResRLConfig())
+        neg = (adv < 0)[:, None] & mask
+        return (tok_adv / adv[:, None].where(adv[:, None] != 0, torch.ones(()))) [neg]
+
+    w32 = omega(model32)
+    del model32
+    model16 = AutoModelForCausalLM.from_pretrained(work / "model", dtype=torch.bfloat16).to(device).eval()
+    w16 = omega(model16)
+    diff = (w16 - w32).abs()
+    return {"rows": B, "T": T, "negative_tokens": int(w32.numel()), "device": str(device),
+            "reference": "float32 forward on the same device, TF32 off",
+            "max_abs_delta_omega": float(diff.max()), "mean_abs_delta_omega": float(diff.mean()),
+            "spearman_omega": spearman(w16, w32), "omega32_range": [float(w32.min()), float(w32.max())],
+            "finite": bool(torch.isfinite(w16).all() and torch.isfinite(w32).all())}
+
+
+def part_engines(args, work, prof) -> dict:
+    import importlib.util
+
+    import torch
+
+    res = {}
+    for name, mod, why in (
+            ("vLLM rollouts", "vllm", "vLLM is not installed on the lent machine and its wheels (hundreds of MB, one "
+                                      "pinned torch) cannot travel within 64 MiB; generation here is HF generate"),
+            ("DeepSpeed ZeRO", "deepspeed", "DeepSpeed is not installed on the lent machine (no network); its "
+                                            "configs (configs/accelerate/deepspeed_zero*.yaml) need it and several GPUs")):
+        found = importlib.util.find_spec(mod) is not None
+        res[name] = {"ran": False, "installed": found,
+                     "why": why if not found else "installed, but not exercised by this check (one GPU, one call)"}
+    res["FSDP2"] = {"ran": False, "installed": True,
+                    "why": f"torch ships FSDP, but configs/accelerate/fsdp2.yaml shards over several processes and "
+                           f"this machine has {torch.cuda.device_count()} GPU(s); not exercised in the one call"}
+    res["multi-GPU / several processes"] = {"ran": False, "why": "one GPU lent"}
+    return res
+
+
+PARTS = {"env": part_env, "model": part_model, "train": part_train, "bench-weights": part_bench_weights,
+         "numerics": part_numerics, "engines": part_engines}
+
+
+# ==== the report ===================================================================================
+
+def summarise(report: dict) -> dict:
+    parts = report["parts"]
+    grpo = (parts.get("train-grpo") or {}).get("phases") or {}
+    ratios = {}
+    for run in ("train-resrl-aligned", "train-resrl-extra-pass"):
+        ph = (parts.get(run) or {}).get("phases") or {}
+        r = {}
+        for key in ("step_s", "step_peak_gib"):
+            a, b = ph.get(key), grpo.get(key)
+            r[key] = a / b if a and b else None
+        ratios[run.removeprefix("train-")] = r
+    return {"status": {n: e["status"] for n, e in parts.items()}, "resrl_over_grpo": ratios}
+
+
+def _f(x, nd=3) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}" if abs(x) >= 10 ** -nd or x == 0 else f"{x:.2e}"
+    return str(x)
+
+
+def write_report(out: Path, report: dict) -> None:
+    (out / "gpu_check.json").write_text(json.dumps(report, indent=1, default=str))
+    parts, lines = report["parts"], []
+    env = (parts.get("env") or {})
+    lines += ["# resrl GPU check", "",
+              f"Started {report['started']}; {'finished' if report.get('finished') else 'IN PROGRESS / cut'} after "
+              f"{report.get('wall_s', 0):.0f} s. Device requested: `{report['device_requested']}`"
+              f"{' (tiny CPU rehearsal)' if report['tiny'] else ''}.", "",
+              f"Command: `{report['command']}`", ""]
+    if env.get("status") == "ok":
+        v = env.get("versions", {})
+        lines += [f"Machine: {env.get('gpu', 'no GPU')} ({env.get('gpu_memory_gib', '—')} GiB), "
+                  f"{env.get('cpu_count')} CPUs, Python {env.get('python')}, torch {v.get('torch')} "
+                  f"(CUDA {env.get('torch_cuda')}), transformers {v.get('transformers')}, trl {v.get('trl')}, "
+                  f"accelerate {v.get('accelerate')}, peft {v.get('peft')}.", ""]
+    if report.get("install"):
+        lines += ["Install (`scripts/gpu-check.sh`; pip's output in install.log):", "",
+                  *[f"- {line}" for line in report["install"]], ""]
+    lines += ["## Parts", "", "| part | status | wall s | budget s | note |", "|---|---|---|---|---|"]
+    for name, e in parts.items():
+        lines.append(f"| {name} | {e['status']} | {e['wall_s']:.1f} | {e['budget_s']} | "
+                     f"{(e.get('error') or '').replace('|', '/')[:160]} |")
+    lines += ["", "## Training (`resrl train`, log.phase_times)", ""]
+    runs = [n for n in TRAIN_RUNS if n in parts]
+    if runs:
+        p0 = parts[runs[0]]
+        lines += [f"{p0.get('rows_per_step')} rows per step (G = {p0.get('group_size')}), at most "
+                  f"{p0.get('max_new_tokens')} new tokens, HF generation; mean per step over steps ≥ 2 (seconds; "
+                  "peak memory in GiB, the maximum over steps).", "",
+                  "| run | status | steps | loss finite | checkpoint | step s | generation s | old log-probs s | "
+                  "weights s | fwd-bwd s | other s | step peak GiB | gen peak | old-lp peak | weights peak | fwd-bwd peak |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for n in runs:
+            e, ph = parts[n], parts[n].get("phases") or {}
+            ck = e.get("checkpoint") or {}
+            lines.append(f"| {n.removeprefix('train-')} | {e['status']} | {e.get('steps_done', 0)} | "
+                         f"{e.get('loss_finite')} | {'saved+reloaded' if ck.get('ok') else '—'} | "
+                         + " | ".join(_f(ph.get(f"{k}_s")) for k in ("step", *PHASES)) + " | "
+                         + " | ".join(_f(ph.get(f"{k}_peak_gib"), 2)
+                                      for k in ("step", "generation", "old_logps", "weights", "forward_backward")) + " |")
+        note = next((parts[n].get("memory_note") for n in runs if parts[n].get("memory_note")), None)
+        if note:
+            lines += ["", f"Peak memory: {note}."]
+        r = report.get("summary", {}).get("resrl_over_grpo", {})
+        lines += ["", "ResRL ÷ GRPO: " + "; ".join(
+            f"{k}: step time {_f(v.get('step_s'), 2)}×, peak memory {_f(v.get('step_peak_gib'), 2)}×"
+            for k, v in r.items()) + ".", "",
+            "Weights' share of the step (weights s ÷ step s): " + "; ".join(
+                f"{n.removeprefix('train-')} {_f((parts[n].get('phases') or {}).get('weights_share_of_step'), 4)}"
+                for n in runs) + "."]
+    bw = parts.get("bench-weights")
+    if bw:
+        lines += ["", "## ResRL's weights at the paper's sizes (`benchmarks/bench_weights.py`'s inputs and loop)", "",
+                  f"d = {bw.get('d')}, T = {bw.get('T')}, G = {bw.get('group_size')}, states {bw.get('states_dtype')} "
+                  f"on {bw.get('device')}; one timed run per shape (warm-up on the first shape).", "",
+                  "| rows | response tokens | resrl s | authors' loop s | speed-up | resrl peak GiB | "
+                  "est. share of a Qwen3-4B update | note |", "|---|---|---|---|---|---|---|---|"]
+        for s in bw.get("shapes", []):
+            sh = s.get("share_of_step") or {}
+            lines.append(f"| {s['rows']} | {s.get('response_tokens', '—')} | {_f(s.get('resrl_s'))} | "
+                         f"{_f(s.get('authors_loop_s'))} | {_f(s.get('speedup_vs_authors'), 1)} | "
+                         f"{_f(s.get('resrl_peak_gib_above_inputs'), 2)} | {_f(sh.get('share'), 4)} | "
+                         f"{s.get('error') or s.get('authors_loop_note') or ''} |")
+        lines += ["", "Share of a step: an estimate (6·N·tokens FLOPs of Qwen3-4B at 40 % of the bf16 peak, "
+                  "generation excluded, so the real share is smaller); the measured share is the training table's "
+                  "weights ÷ step."]
+    nu = parts.get("numerics")
+    if nu:
+        lines += ["", "## Numerics: ω from a bf16 forward vs float32", ""]
+        if nu.get("status") == "ok":
+            lines += [f"{nu['rows']} rows × {nu['T']} tokens, {nu['negative_tokens']} negative tokens, reference: "
+                      f"{nu['reference']}: max |Δω| = {_f(nu['max_abs_delta_omega'], 4)}, mean |Δω| = "
+                      f"{_f(nu['mean_abs_delta_omega'], 4)}, Spearman ρ(ω_bf16, ω_fp32) = {_f(nu['spearman_omega'], 4)}."]
+        else:
+            lines.append(f"not measured: {nu.get('error') or nu['status']}")
+    en = parts.get("engines")
+    lines += ["", "## What did not run, and why", ""]
+    for name, e in parts.items():
+        if e["status"] not in ("ok", "skipped"):
+            lines.append(f"- part `{name}`: {e['status']} — {e.get('error') or 'see gpu_check.json (log_tail)'}")
+    if en and en.get("status") == "ok":
+        for name, e in en.items():
+            if isinstance(e, dict) and not e.get("ran", True):
+                lines.append(f"- {name}: {e['why']}")
+    (out / "gpu_check.md").write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
