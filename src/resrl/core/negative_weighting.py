@@ -1,7 +1,7 @@
 """Two token weightings of negative responses built on the head-gradient interference Î(n) of
 `resrl.core.interference` (Lemma 1): ResRL's `weighting="interference"` option and NTHR.
 
-ResRL, weighting = "interference" (this project's variant of spec §2, issue 19). Per group with a
+ResRL, weighting = "interference" (this project's variant of spec §2). Per group with a
 positive and a negative response, in place of the residual R of step 6:
 
     s(n) = −Î(n)                                        (high s = pushing n down is safe)
@@ -30,8 +30,8 @@ question's responses (§7.4), computed exactly from the head (`vocabulary="exact
 token's top-K softmax ids plus its own id (`vocabulary="topk"`, the cheaper sketch of
 `resrl.core.interference`). A group with one correct response has no other correct response:
 s̄⁺ = 0, so τ = 0. β = −inf selects every wrong token (the paper's β = −∞ ablation, Table 4).
-The paper's Eq. 7-8 were read as prose (the copy available rendered the formulas as images); this
-project's earlier reading — τ = β · the mean of s⁺ over the group's positive tokens and a fixed
+The paper's Eq. 7-8 were read as prose (the copy available rendered the formulas as images); another
+reading — τ = β · the mean of s⁺ over the group's positive tokens and a fixed
 penalty scale — stays available as `threshold_rule="pooled-mean"`, `eta="constant"` (not the
 paper's); `anchor_self=True` counts response i′'s influence on itself in s̄⁺ too (another reading of
 Eq. 8, kept for comparison). Groups without a correct or an incorrect response are plain GRPO.
@@ -63,18 +63,18 @@ class NTHRConfig:
     beta: float = 1.0  # β, threshold factor: τ = β · min over correct responses of s̄⁺ (paper §5.2: 1; §7.9: 0; -.inf selects every wrong token, Table 4)
     eta: str = "paper"  # η rule, the selected tokens' advantage is η·Â: paper (2·|0.5 − p|, p = the group's success rate, §7.3) | p | 1-p (Table 5 ablations) | constant (eta_constant)
     eta_constant: float = 0.0  # η when eta = constant (paper §5.3: 0, no penalty on selected tokens)
-    threshold_rule: str = "min-response"  # min-response (paper §5.2: β · min_i′ s̄⁺_i′) | pooled-mean (this project's earlier reading, not the paper's: β · mean of s⁺ over the group's correct tokens)
+    threshold_rule: str = "min-response"  # min-response (paper §5.2: β · min_i′ s̄⁺_i′) | pooled-mean (another reading, not the paper's: β · mean of s⁺ over the group's correct tokens)
     anchor_self: bool = False  # s̄⁺_i′ also counts response i′'s influence on itself (the paper's prose says the OTHER correct responses; kept as an alternative reading of its Eq. 8)
     vocabulary: str = "exact"  # exact (α over V*ₓ, the token ids generated in the question's responses, exact probabilities from the head, paper §7.4) | topk (the top-K softmax sketch, faster)
     topk: int = 32  # K of the top-K softmax sketch (vocabulary = topk; the sketch is captured either way)
     chunk_tokens: int = 1024  # tokens per block of the exact V*ₓ computation (memory: chunk_tokens × |V*ₓ| probabilities)
 
-    # keys of the earlier NTHRConfig (before issue 24), refused with what to write instead
+    # keys of the pooled-mean NTHRConfig's earlier names, refused with what to write instead
     RENAMED_KEYS: ClassVar[dict[str, str]] = {
-        "threshold": "NTHR's keys are named as the paper since issue 24: beta is the threshold factor (τ = β · min "
-                     "over correct responses of s̄⁺) and eta the penalty scale; the earlier reading (τ = factor · "
+        "threshold": "NTHR's keys are named as the paper: beta is the threshold factor (τ = β · min "
+                     "over correct responses of s̄⁺) and eta the penalty scale; the pooled-mean reading (τ = factor · "
                      "pooled mean of s⁺) is threshold_rule: pooled-mean with beta: <the old threshold>",
-        "scale": "NTHR's keys are named as the paper since issue 24: the selected tokens' scale is eta (the paper's "
+        "scale": "NTHR's keys are named as the paper: the selected tokens' scale is eta (the paper's "
                  "rule 2·|0.5 − p| by default); a fixed scale is eta: constant with eta_constant: <the old scale>",
     }
 

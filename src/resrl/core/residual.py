@@ -8,7 +8,7 @@ For each prompt group with at least one positive response (Â_i > 0):
     ω    = ξ + (1 − ξ) · clamp((R − Q(D, α)) / (Q(D, β) − Q(D, α) + ε), 0, 1)            (step 7)
     Ã    = λ_pos · Â  on positives,   ω · Â  on negatives,   0 on padding                (step 8)
 
-How it is made fast (issue 2, item 5): groups are sorted by size and laid out as padded
+How it is made fast: groups are sorted by size and laid out as padded
 `(Gc, M_pad, d)` (positives) and `(Gc, N_pad, d)` (negatives) blocks, processed together in chunks
 bounded by `chunk_mb`; the residual is ‖x‖² − ‖V_kᵀx‖², computed for negatives from per-token
 statistics and one product with [V_k | μ+] (neither a layer-normed copy nor a `(B, T, d)` residual

@@ -1,4 +1,4 @@
-"""The veRL plugin: ResRL and the NSR family inside veRL 0.9 (issue 12).
+"""The veRL plugin: ResRL and the NSR family inside veRL 0.9.
 
     algorithms.py  every algorithm of the core registry classified for veRL: reward-only ones as
                    estimators (psr, nsr, w_reinforce, passk, ...), resrl with its trainer mode,
