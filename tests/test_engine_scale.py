@@ -288,9 +288,9 @@ def test_cli_prints_input_errors_as_one_line_and_keeps_internal_tracebacks(model
     from resrl.train import runner
 
     cfg_file = tmp_path / "c.yaml"
-    cfg_file.write_text(f"model: {{path: {model_dir}}}\ndata: {{train: gsm8k}}\ntrl: {{beta: 0.1}}\n")
+    cfg_file.write_text(f"model: {{path: {model_dir}}}\ndata: {{train: gsm8k}}\ntrl: {{num_train_epochs: 3}}\n")
     assert cli.main(["train", "--config", str(cfg_file)]) == 2
-    assert "use 'loss.kl_coef'" in capsys.readouterr().err
+    assert "use 'train.max_steps'" in capsys.readouterr().err
 
     cfg_file.write_text(f"model: {{path: {model_dir}}}\ndata: {{train: gsm8k}}\n")
 
