@@ -117,7 +117,8 @@ def step_arguments(parser) -> None:
     g.add_argument("--env", default=None, metavar="NAME_OR_MODULE:FUNCTION",
                    help="score a step-layout policy: every --data value is a game set of this environment "
                         f"(a registered env.name: {', '.join(sorted(STEP_ENVS)) or 'none'}; or a 'module:function' "
-                        "factory, e.g. resrl.envs.toy:make_toy_env, the corridor), played --n episodes per game")
+                        "factory, e.g. resrl.envs.toy:make_toy_env, the corridor), played --n episodes per game of at "
+                        "most --max-steps steps, --history-window handed to the factory")
     g.add_argument("--env-option", action="append", default=[], metavar="KEY=VALUE",
                    help="a further option of the environment factory (value parsed as JSON when it is JSON)")
     g.add_argument("--max-step-tokens", type=int, default=None,
