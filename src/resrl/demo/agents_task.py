@@ -242,30 +242,13 @@ def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.
 
 
 def play(model, tok, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32):
-    """`evaluate` on a loaded model."""
-    from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
-    from resrl.engines.steps import episode_stats, rollout_steps
-    from resrl.envs.pool import EnvPool
+    """`evaluate` on a loaded model: resrl.eval.steps.evaluate_steps on the corridor (resrl.envs.toy), the
+    evaluator `resrl eval --env` uses (its extra keys, e.g. pass_at, come along)."""
     from resrl.envs.toy import make_toy_env
+    from resrl.eval.steps import evaluate_steps
 
-    policy = HFStepPolicy(model, tok, temperature=temperature, seed=seed)
-    prompts = [g for g in games for _ in range(samples)]
-    groups = [i for i in range(len(games)) for _ in range(samples)]
-    with EnvPool(make_toy_env, num_workers=1, options={"history_window": history_window}) as pool:
-        _, episodes = rollout_steps(pool, prompts, groups, policy, ChatRenderer(tok),
-                                    eos_token_ids=policy.eos_token_ids, max_steps=max_steps,
-                                    max_step_tokens=max_step_tokens)
-    per_game = [[] for _ in games]
-    for e in episodes:
-        per_game[e.group].append(1.0 if e.won else 0.0)
-    means = [sum(w) / len(w) for w in per_game]
-    n = len(means)
-    mean = sum(means) / n
-    se = math.sqrt(sum((m - mean) ** 2 for m in means) / (n - 1) / n) if n > 1 else 0.0
-    s = episode_stats(episodes)
-    return {"success": mean, "se": se, "pass": sum(1.0 for w in per_game if max(w) > 0) / n,
-            "episodes": len(episodes), "steps": s["episode/steps"],
-            "invalid_format_rate": s["episode/invalid_format_rate"], "per_game": means}
+    return evaluate_steps(model, tok, games, make_toy_env, {"history_window": history_window}, max_steps=max_steps,
+                          max_step_tokens=max_step_tokens, seed=seed, temperature=temperature, samples=samples)
 
 
 def evaluate_policy(model_dir, test_games, cfg: AgentsDemoConfig) -> dict:
@@ -472,7 +455,8 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
     with open(data_path, "w") as f:
         for g in train_games:
             f.write(json.dumps({"problem": g, "answer": ""}) + "\n")
-    (out / "test_games.jsonl").write_text("".join(json.dumps({"problem": g}) + "\n" for g in test_games))
+    # the rows `resrl eval --env resrl.envs.toy:make_toy_env --data OUT/test_games.jsonl` reads (as train_games.jsonl)
+    (out / "test_games.jsonl").write_text("".join(json.dumps({"problem": g, "answer": ""}) + "\n" for g in test_games))
     summary = {"task": "agents", "config": _jsonable(asdict(cfg)), "train_games": len(train_games),
                "test_games": len(test_games), "train_tasks": train_tasks, "test_tasks": test_tasks,
                "results": {}, "training": {}, "timings": {}}

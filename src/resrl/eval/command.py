@@ -8,6 +8,9 @@
                [--threads N] [--no-chat-template] [--no-progress]
                [--prompt-style verl-agent|react] [--max-steps 50] [--history-window 2] [--label NAME]
                                   (ALFWorld: --data alfworld:valid_unseen, alfworld-synth:DIR:SPLIT)
+    resrl eval --model DIR --env NAME_OR_MODULE:FUNCTION --data GAMES [GAMES ...] [--n 8] [--temperature 1]
+               [--max-steps 10] [--history-window 0] [--max-step-tokens 32] [--env-option KEY=VALUE]
+                                  (a step-layout policy on a step environment: resrl.eval.steps)
     resrl plot-passk RUN_DIR [RUN_DIR ...] --out passk.png [--labels GRPO NSR ResRL]
 """
 
@@ -38,7 +41,8 @@ def register(subparsers) -> None:
                    help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k humaneval "
                         "humanevalplus: EvalPlus's two rows, base and base + plus), files, bfcl:<category> "
                         "(simple, multiple, parallel, ..., multi_turn_base, ...), "
-                        "alfworld:<split> (ALFWorld's games under $ALFWORLD_DATA) or alfworld-synth:DIR:<split>")
+                        "alfworld:<split> (ALFWorld's games under $ALFWORLD_DATA) or alfworld-synth:DIR:<split>; with --env: "
+                        "game sets of that environment")
     p.add_argument("--data-dir", default=None, help="directory searched first for NAME.jsonl / .jsonl.gz / .parquet (then "
                                                     "$RESRL_DATA_DIR, then the copies shipped in the package)")
     p.add_argument("--n", type=int, default=None, help="samples per problem (default 16; ALFWorld: episodes per game, "
@@ -77,6 +81,9 @@ def register(subparsers) -> None:
     for family in families():  # the task families' own options (e.g. ALFWorld's argument group)
         if family.evaluator is not None and family.evaluator.arguments is not None:
             family.evaluator.arguments(p)
+    from resrl.eval.steps import step_arguments
+
+    step_arguments(p)  # after the families': it reuses their --max-steps / --history-window
     p.set_defaults(func=run_eval)
 
     q = subparsers.add_parser("plot-passk", help="overlay the Pass@k curves of several `resrl eval` runs",
@@ -100,6 +107,16 @@ def run_eval(args) -> int:
         import torch
 
         torch.set_num_threads(args.threads)
+    if getattr(args, "env", None):  # a step-layout policy: every --data value is a game set of the environment
+        from pathlib import Path
+
+        from resrl.eval.steps import run_step_eval
+
+        out = Path(args.out)
+        run_step_eval(args, out)
+        print((out / "results.md").read_text(), end="")
+        print(f"wrote {out / 'summary.json'}, {out / 'results.md'}")
+        return 0
     # data sets a task family's evaluator plays itself (ALFWorld games, BFCL multi-turn
     # conversations) go to it; the others are sampled as single prompts
     played: dict[str, list[str]] = {}
