@@ -208,7 +208,7 @@ def write_dev_report(out: Path, dev_scores: dict, chosen: dict, metric: str, dev
 
 def plot_dev_grid(dev_scores: dict, chosen: dict, metric: str, path: Path) -> Path:
     """Dev score against the grid point per method (a log axis for one positive numeric key spanning
-    more than 10x, as learning rates do); the chosen point circled."""
+    10x or more, as learning rates do); the chosen point circled."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -227,7 +227,7 @@ def plot_dev_grid(dev_scores: dict, chosen: dict, metric: str, path: Path) -> Pa
         i = next(i for i, (pt, _) in enumerate(scored) if pt == chosen[m])
         ax.scatter([x[i]], [scored[i][1]], s=160, facecolors="none", edgecolors="black")
     if xs is not None:
-        if min(xs) > 0 and max(xs) / min(xs) > 10:
+        if min(xs) > 0 and max(xs) / min(xs) > 9.9:  # (3e-4 / 3e-5 is 9.999... in floating point)
             ax.set_xscale("log")
         ax.set_xlabel(keys[0])
     else:
