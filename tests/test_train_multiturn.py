@@ -52,7 +52,7 @@ def test_multi_turn_training_from_the_config(model_dir, tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("extra,message", [
-    (["env.name=train_helpers:make_two_step_env"], "reward.function"),
+    (["env.name=train_helpers:make_two_step_env", "reward.function=math"], "reward.function"),
     (["reward.function=env"], "env.name"),
     (["env.name=bfcl", "reward.function=env"], "bfcl:multi_turn_base"),
 ])
@@ -60,6 +60,13 @@ def test_env_config_errors_name_the_keys(model_dir, tmp_path, extra, message):
     cfg = load_config(None, overrides(model_dir, tmp_path, *extra, "data.train=gsm8k"))
     with pytest.raises(ConfigError, match=message):
         cfg.validate()
+
+
+def test_an_env_section_without_a_reward_is_scored_by_the_environment(model_dir, tmp_path):
+    cfg = load_config(None, overrides(model_dir, tmp_path, "env.name=train_helpers:make_two_step_env",
+                                      "data.train=gsm8k"))
+    cfg.validate()
+    assert cfg.reward.function is None and cfg.reward_spec() == "env"
 
 
 def test_bfcl_multi_turn_rows_map_back_to_their_environment(model_dir, tmp_path):
