@@ -14,7 +14,7 @@ import logging
 import math
 import numbers
 import threading
-from typing import Callable
+from typing import Any, Callable
 
 from resrl.errors import InputError
 
@@ -59,18 +59,18 @@ def _is_scalar_tensor(value) -> bool:
     return hasattr(value, "item") and getattr(value, "ndim", None) == 0 and not isinstance(value, (str, bytes))
 
 
-def call_with_deadline(fn: Callable, args: tuple, timeout_s: float | None, name: str):
-    """fn(*args), or raise TimeoutError when it runs past `timeout_s` (None: no limit).
+def call_with_deadline(fn: Callable[[], Any], timeout_s: float | None, name: str):
+    """fn(), or raise TimeoutError when it runs past `timeout_s` (None: no limit).
 
     In-process code cannot be killed: the call goes on in a daemon thread, abandoned (a reward
     that must be stopped runs with reward.isolate: true, in worker processes that are)."""
     if timeout_s is None:
-        return fn(*args)
+        return fn()
     box: dict = {}
 
     def run():
         try:
-            box["value"] = fn(*args)
+            box["value"] = fn()
         except BaseException as exc:  # handed to the caller's thread
             box["error"] = exc
 
@@ -210,7 +210,7 @@ class RewardAdapter:
 
     def _score(self, args: tuple, kwargs: dict, n: int) -> tuple[list[float], list[tuple[int, str, str]]]:
         try:
-            raw = call_with_deadline(lambda: self.fn(*args, **kwargs), (), self.timeout_s, self.__name__)
+            raw = call_with_deadline(lambda: self.fn(*args, **kwargs), self.timeout_s, self.__name__)
         except TimeoutError as exc:
             return [0.0] * n, [(i, "timeouts", str(exc)) for i in range(n)]
         except Exception as exc:  # noqa: BLE001 — user code: score item by item to find the items that raise
@@ -239,7 +239,7 @@ class RewardAdapter:
             args_i = tuple(_item(a, i, n) for a in args)
             kwargs_i = {k: _item(v, i, n) for k, v in kwargs.items()}
             try:
-                raw = call_with_deadline(lambda: self.fn(*args_i, **kwargs_i), (), self.timeout_s, self.__name__)
+                raw = call_with_deadline(lambda: self.fn(*args_i, **kwargs_i), self.timeout_s, self.__name__)
             except TimeoutError as exc:
                 scores.append(0.0)
                 faults.append((i, "timeouts", str(exc)))
