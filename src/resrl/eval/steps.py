@@ -28,11 +28,8 @@ def step_env(name: str, max_steps: int | None = None) -> tuple[Callable[..., Any
     """(factory, options) of an environment name: a task family's `env.name` (e.g. alfworld) or a
     "module:function" factory. options holds `max_steps` for an environment that ends its episodes
     itself (EnvSpec.ends_at_max_steps), as training hands it."""
-    import pickle
-
-    from resrl.tasks.envs import step_factory
+    from resrl.tasks.envs import load_step_factory, step_factory
     from resrl.tasks.registry import env_spec
-    from resrl.user_code import load_user_object
 
     spec = step_factory(name)
     if ":" not in spec:
@@ -40,19 +37,7 @@ def step_env(name: str, max_steps: int | None = None) -> tuple[Callable[..., Any
 
         known = sorted(STEP_ENVS)
         raise InputError(f"--env {name!r}: not a registered step environment ({known}) nor a 'module:function' factory")
-    try:
-        factory = load_user_object(spec, "environment factory (--env)")
-    except InputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - e.g. an optional engine that is not installed
-        raise InputError(f"--env {name!r} cannot be loaded ({spec}): {exc}") from exc
-    if not callable(factory):
-        raise InputError(f"--env {name!r}: {spec} is not callable")
-    try:
-        pickle.dumps(factory)
-    except Exception as exc:  # noqa: BLE001
-        raise InputError(f"--env {name!r}: {spec} must be a module-level function of an importable module "
-                         f"(environment workers import it by name): {exc}") from exc
+    factory = load_step_factory(name, "--env")
     options = {}
     family_env = env_spec(name)
     if family_env is not None and family_env.ends_at_max_steps and max_steps is not None:

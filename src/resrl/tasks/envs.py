@@ -22,6 +22,32 @@ def step_factory(name: str) -> str:
     return spec.step_factory if spec is not None and spec.step_factory else name
 
 
+def load_step_factory(name: str, key: str):
+    """The step-layout factory `env.name`-style `name` resolves to (`step_factory`), loaded and
+    checked: callable, and picklable (environment workers import it by name). InputError naming
+    `key` (e.g. "config key 'env.name'", "--env") otherwise."""
+    import pickle
+
+    from resrl.errors import InputError
+    from resrl.user_code import load_user_object
+
+    spec = step_factory(name)
+    try:
+        factory = load_user_object(spec, f"environment factory ({key})")
+    except InputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - e.g. an optional engine that is not installed
+        raise InputError(f"{key}: {name!r} cannot be loaded ({spec}): {exc}") from exc
+    if not callable(factory):
+        raise InputError(f"{key}: {spec!r} is not callable")
+    try:
+        pickle.dumps(factory)
+    except Exception as exc:  # noqa: BLE001
+        raise InputError(f"{key}: {spec!r} must be a module-level function of an importable module "
+                         f"(environment workers import it by name): {exc}") from exc
+    return factory
+
+
 def step_games(spec: str, data_dir: str | None = None, limit: int | None = None) -> list[dict]:
     """Rows {"prompt", "answer"} of the games named by `data.train`: a task family's game set (e.g.
     alfworld:SPLIT, alfworld-synth:DIR:SPLIT; prompt = the task row as JSON) or any file / data set
@@ -40,4 +66,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["STEP_ENVS", "step_factory", "step_games"]
+__all__ = ["STEP_ENVS", "step_factory", "load_step_factory", "step_games"]

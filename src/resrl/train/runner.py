@@ -319,28 +319,17 @@ def _step_layout(config: TrainConfig, train_dataset):
     """(train_dataset, StepRolloutConfig) for `env.layout: step`. Each data row names one game (its
     prompt is handed to the environment factory, never shown to the model: the environment's
     step_prompt() is); TRL repeats it group_size times, one trajectory each."""
-    import pickle
-
     from resrl.engines.steps import StepRolloutConfig
-    from resrl.tasks.envs import step_factory, step_games
+    from resrl.tasks.envs import load_step_factory, step_games
     from resrl.tasks.registry import env_spec
-    from resrl.user_code import load_user_object
 
     env = config.env
-    spec = step_factory(env.name)
     try:
-        factory = load_user_object(spec, "environment factory (config key 'env.name')")
+        factory = load_step_factory(env.name, "config key 'env.name'")
     except ConfigError:
         raise
-    except Exception as exc:  # noqa: BLE001 - e.g. an optional engine that is not installed
-        raise ConfigError(f"config key 'env.name': {env.name!r} cannot be loaded ({spec}): {exc}") from exc
-    if not callable(factory):
-        raise ConfigError(f"config key 'env.name': {spec!r} is not callable")
-    try:
-        pickle.dumps(factory)
-    except Exception as exc:  # noqa: BLE001
-        raise ConfigError(f"config key 'env.name': {spec!r} must be a module-level function of an importable "
-                          f"module (environment workers import it by name): {exc}") from exc
+    except InputError as exc:
+        raise ConfigError(str(exc)) from exc.__cause__
     if train_dataset is None:
         from datasets import Dataset
 
