@@ -55,6 +55,17 @@ def _check_value(value) -> tuple[float, str | None, str]:
     return x, None, ""
 
 
+def _check_values(values) -> tuple[list[float], list[tuple[int, str, str]]]:
+    """`_check_value` of every returned score -> (scores, faults as (index, kind, detail))."""
+    scores, faults = [], []
+    for i, value in enumerate(values):
+        x, kind, detail = _check_value(value)
+        scores.append(x)
+        if kind is not None:
+            faults.append((i, kind, detail))
+    return scores, faults
+
+
 def _is_scalar_tensor(value) -> bool:
     return hasattr(value, "item") and getattr(value, "ndim", None) == 0 and not isinstance(value, (str, bytes))
 
@@ -222,12 +233,7 @@ class RewardAdapter:
                                for i in range(n)]
         if len(raw) != n:
             return [0.0] * n, [(i, "wrong_type", f"returned {len(raw)} scores for {n} completions") for i in range(n)]
-        scores, faults = [], []
-        for i, value in enumerate(raw):
-            x, kind, detail = _check_value(value)
-            scores.append(x)
-            if kind is not None:
-                faults.append((i, kind, detail))
+        scores, faults = _check_values(raw)
         for i, kind, detail in getattr(self.fn, "last_faults", None) or ():  # isolated items
             scores[i] = 0.0
             faults.append((i, kind, detail))
@@ -341,12 +347,7 @@ class EnvironmentReward:
         if env_reward is None:
             raise InputError("reward.function 'env' needs multi-turn rollouts (config section env): "
                              "no env_reward came with the completions")
-        out, faults = [], []
-        for i, r in enumerate(env_reward):
-            x, kind, detail = _check_value(r)
-            out.append(x)
-            if kind is not None:
-                faults.append((i, kind, detail))
+        out, faults = _check_values(env_reward)
         counts = self.faults.report(faults, row_names({**columns, "prompts": prompts}, len(out)))
         if log_metric is not None:
             for kind in FAULT_KINDS:
