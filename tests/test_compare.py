@@ -8,8 +8,9 @@ import json
 import pytest
 
 from resrl.errors import InputError
-from resrl.eval.compare import choose_on_dev, overall_metrics, parse_grid, write_comparison
-from resrl.eval.jobs import Job, Step, run_jobs
+from resrl.experiments.compare import overall_metrics, write_comparison
+from resrl.experiments.grid import choose_on_dev, parse_grid
+from resrl.experiments.jobs import Job, Step, run_jobs
 
 
 def _eval_summary(avg, p2):

@@ -23,7 +23,7 @@ def test_quick_agents_demo_end_to_end(tmp_path, capsys):
     from dataclasses import replace
 
     from resrl.cli import main
-    from resrl.demo.agents_task import run_agents_demo
+    from resrl.experiments.steps import run_agents_demo
 
     out = tmp_path / "agents"
     assert main(["demo", "--task", "agents", "--quick", "--out", str(out), "--algorithms", "grpo,gigpo",
@@ -64,13 +64,15 @@ def test_a_failed_agents_worker_raises_one_error_naming_its_job_and_log(tmp_path
     names the job and its log, and the log holds the worker's own error."""
     from dataclasses import replace
 
-    from resrl.demo.agents_task import run_algorithms
+    from resrl.experiments.steps import run_one
+    from resrl.experiments.workers import run_methods
 
     cfg = replace(AgentsDemoConfig.quick(), out=str(tmp_path), algorithms=("no-such-algorithm",))
     lines = []
     with pytest.raises(RuntimeError, match=r"RL no-such-algorithm.*exit [1-9].*worker\.log"):
-        run_algorithms(cfg, str(tmp_path / "warm"), str(tmp_path / "games.jsonl"), tmp_path, [], workers=2,
-                       log=lines.append)
+        run_methods(tmp_path, cfg.task_name, cfg, cfg.algorithms, run_one, workers=2, say=lines.append,
+                    inputs={"warm_dir": str(tmp_path / "warm"), "data_path": str(tmp_path / "games.jsonl"),
+                            "test_games": []})
     assert any(line.startswith("RL no-such-algorithm: FAILED") for line in lines)
     assert "no-such-algorithm" in (tmp_path / "no-such-algorithm" / "worker.log").read_text().split("\n", 1)[1]
 
@@ -216,7 +218,8 @@ def test_shortcuts_that_ignore_the_colour_lose_where_the_colour_matters():
 
 
 def test_behaviour_cloning_stops_at_the_first_check_that_says_so(tmp_path):
-    from resrl.demo.agents_task import behaviour_cloning
+    from resrl.demo.agents_task import expert_samples
+    from resrl.experiments.warmstart import behaviour_cloning
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
     cfg = AgentsDemoConfig(seed=0)
@@ -230,10 +233,10 @@ def test_behaviour_cloning_stops_at_the_first_check_that_says_so(tmp_path):
         seen.append(len(seen))
         return len(seen) == 2, 0.1 * len(seen)
 
-    out = behaviour_cloning(str(base), str(tmp_path / "a"), games[:2], 0, 40, 0, stop=stop, check_every=5,
+    out = behaviour_cloning(str(base), str(tmp_path / "a"), expert_samples(games[:2], 0), 40, 0, stop=stop, check_every=5,
                             min_steps=10, log=lambda *_: None)
     assert out["steps"] == 15 and out["checks"] == [(10, 0.1), (15, 0.2)]  # first check at step 10, stop at the 2nd
-    out = behaviour_cloning(str(base), str(tmp_path / "b"), games[:2], 0, 12, 0, log=lambda *_: None)
+    out = behaviour_cloning(str(base), str(tmp_path / "b"), expert_samples(games[:2], 0), 12, 0, log=lambda *_: None)
     assert out["steps"] == 12 and out["checks"] == [] and out["samples"] > 0
     assert (tmp_path / "a" / "config.json").is_file() and (tmp_path / "b" / "config.json").is_file()
     assert out["kept"] == 12
@@ -245,7 +248,8 @@ def test_behaviour_cloning_that_misses_its_target_keeps_the_best_checked_weights
     import torch
     from transformers import AutoModelForCausalLM
 
-    from resrl.demo.agents_task import behaviour_cloning
+    from resrl.demo.agents_task import expert_samples
+    from resrl.experiments.warmstart import behaviour_cloning
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
     cfg = AgentsDemoConfig(seed=0)
@@ -259,7 +263,7 @@ def test_behaviour_cloning_that_misses_its_target_keeps_the_best_checked_weights
         return False, values[len(weights) - 1]
 
     logs = []
-    out = behaviour_cloning(str(base), str(tmp_path / "a"), games[:2], 0, 20, 0, stop=stop, check_every=5,
+    out = behaviour_cloning(str(base), str(tmp_path / "a"), expert_samples(games[:2], 0), 20, 0, stop=stop, check_every=5,
                             log=logs.append)
     assert out["steps"] == 20 and [v for _, v in out["checks"]] == values and out["kept"] == 10
     saved = AutoModelForCausalLM.from_pretrained(tmp_path / "a").state_dict()

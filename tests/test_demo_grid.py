@@ -10,12 +10,12 @@ import pytest
 from resrl.demo.tasks import DEMO_TASKS, build_task
 
 
-@pytest.mark.parametrize("name", sorted(n for n, t in DEMO_TASKS.items() if t.runner is None))
+@pytest.mark.parametrize("name", sorted(n for n, t in DEMO_TASKS.items() if t.experiment == "supervised"))
 @pytest.mark.parametrize("quick", [False, True])
 def test_the_dev_split_is_disjoint_from_the_held_out_split(name, quick):
     from dataclasses import replace
 
-    from resrl.demo.pipeline import eval_problems
+    from resrl.experiments.demo import eval_problems
 
     cfg = DEMO_TASKS[name].config(quick=quick)
     task = build_task(cfg)
@@ -25,6 +25,20 @@ def test_the_dev_split_is_disjoint_from_the_held_out_split(name, quick):
     dev_keys, test_keys = {task.split_key(p) for p in dev}, {task.split_key(p) for p in task.test}
     assert len(dev_keys) == len(dev) and not dev_keys & test_keys
     assert dev == task.dev_split(len(task.test))  # deterministic
+
+
+def test_the_agents_task_has_no_dev_split_and_says_so(tmp_path):
+    """The corridor's held-out split is tasks no training game has; it has no dev split, so --grid and
+    --eval-split dev are refused with one error before any process starts."""
+    from resrl.cli import build_parser
+    from resrl.errors import InputError
+    from resrl.experiments.command import run
+
+    assert {n for n, t in DEMO_TASKS.items() if t.experiment != "supervised"} == {"agents"}
+    for extra in (["--grid", "train.learning_rate=1e-4,3e-4"], ["--eval-split", "dev"]):
+        with pytest.raises(InputError, match="no dev split"):
+            run(build_parser().parse_args(["demo", "--task", "agents", "--quick", "--out", str(tmp_path), *extra]))
+    assert not any(tmp_path.iterdir())
 
 
 @pytest.mark.slow

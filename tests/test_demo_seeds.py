@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from resrl.demo.seeds import per_seed_metrics, run_seeds, write_multiseed
+from resrl.experiments.seeds import per_seed_metrics, run_seeds, write_multiseed
 from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds
 
 PER_SEED = {

@@ -18,7 +18,7 @@ TIERS = ((3, 10, 99), (3, 100, 999), (3, 1000, 9999))
 
 
 def _parser():
-    from resrl.demo.command import register
+    from resrl.experiments.command import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
@@ -41,8 +41,8 @@ def _check_chain(problem) -> None:
 
 def test_math_is_the_default_and_the_demo_as_before():
     """`--task math` (the default) is exactly the DemoConfig the demo always had, full and --quick."""
-    from resrl.demo.command import config_from_args
-    from resrl.demo.pipeline import DemoConfig
+    from resrl.experiments.command import config_from_args
+    from resrl.demo.config import DemoConfig
 
     assert DEFAULT_TASK == "math" and {"math", "math-hard"} <= set(DEMO_TASKS)
     assert get_demo_task("math").config(quick=False) == DemoConfig()
@@ -57,8 +57,9 @@ def test_math_is_the_default_and_the_demo_as_before():
 
 
 def test_hard_task_cli_and_config():
-    from resrl.demo.command import config_from_args
-    from resrl.demo.parallel import config_from_dict, config_to_dict
+    from resrl.experiments.command import config_from_args
+    from resrl.experiments.demo import config_from_dict
+    from resrl.experiments.layout import config_to_dict
 
     parser = _parser()
     for argv in (["demo", "--task", "math-hard"], ["demo", "--task", "math-hard", "--quick", "--seed", "2"]):
@@ -132,8 +133,8 @@ def test_wrong_answers_earn_nothing():
 
 def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
     """`resrl demo --seeds ... --task math-hard`: each seed's demo process gets the task."""
-    import resrl.demo.seeds as seeds
-    from resrl.demo.command import run_multiseed
+    import resrl.experiments.seeds as seeds
+    from resrl.experiments.command import run_multiseed
 
     seen = {}
 

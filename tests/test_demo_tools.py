@@ -18,7 +18,8 @@ def _calls(problems) -> list[str]:
 
 
 def test_tools_task_is_registered_with_budgets_that_fit():
-    from resrl.demo.parallel import config_from_dict, config_to_dict
+    from resrl.experiments.demo import config_from_dict
+    from resrl.experiments.layout import config_to_dict
 
     task = get_demo_task("tools")
     # the tool family's own evaluation reward, not a new matcher

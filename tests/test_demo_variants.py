@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from resrl.demo.pipeline import DemoConfig, algorithm_section, run_dir_name, train_config
+from resrl.demo.config import DemoConfig
+from resrl.experiments.demo import algorithm_section, run_dir_name, train_config
 from resrl.errors import InputError
 
 

@@ -48,7 +48,8 @@ def corridor(tmp_path_factory):
     sampled episodes win some of them and lose others."""
     import torch
 
-    from resrl.demo.agents_task import AgentsDemoConfig, behaviour_cloning, games_for
+    from resrl.demo.agents_task import AgentsDemoConfig, expert_samples, games_for
+    from resrl.experiments.warmstart import behaviour_cloning
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
     torch.set_num_threads(1)
@@ -56,7 +57,7 @@ def corridor(tmp_path_factory):
     train, _ = games_for(cfg)
     root = tmp_path_factory.mktemp("corridor")
     build_tiny_model(root / "init", TinyModelConfig(**cfg.model, seed=0))
-    behaviour_cloning(str(root / "init"), str(root / "bc"), train, 0, 100, seed=0, batch=16, log=lambda line: None)
+    behaviour_cloning(str(root / "init"), str(root / "bc"), expert_samples(train, 0), 100, seed=0, batch=16, log=lambda line: None)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(root / "bc")
@@ -65,7 +66,7 @@ def corridor(tmp_path_factory):
 
 
 def test_evaluator_gives_todays_play_numbers_on_the_corridor(corridor):
-    from resrl.demo.agents_task import play
+    from resrl.experiments.steps import play
     from resrl.envs.toy import make_toy_env
     from resrl.eval.steps import evaluate_steps
 

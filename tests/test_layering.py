@@ -1,5 +1,5 @@
 """The package's import graph has no cycles and points down the floors of `LAYERS` (cli ->
-train/eval/demo/diagnose -> engines -> tasks -> rewards/data/envs/models -> core): no arrow runs
+experiments -> demo -> train/eval/diagnose -> engines -> tasks -> rewards/data/envs/models -> core): no arrow runs
 back up. In particular rewards/, data/ and envs/ hold what the task families build on and import
 nothing of resrl.tasks; the lookups by family name (resrl.tasks.data, .rewards, .envs) live beside
 resrl.tasks.registry. Function-level (lazy) imports count too: a cycle or an upward arrow hidden
@@ -19,7 +19,9 @@ SRC = Path(__file__).resolve().parents[1] / "src"
 # the floors, top first; a package may import its own floor and the floors below it, never one above
 LAYERS = (
     ("resrl.cli",),
-    ("resrl.train", "resrl.eval", "resrl.demo", "resrl.diagnose"),
+    ("resrl.experiments",),  # plans of jobs over train / eval: `resrl demo`, `resrl compare`, --seeds, --grid
+    ("resrl.demo",),  # the demo tasks as data (generators, rewards, warm-start sources, budgets) and their reports
+    ("resrl.train", "resrl.eval", "resrl.diagnose"),
     ("resrl.engines",),
     ("resrl.tasks",),  # the registry, the lookups by family name beside it, one package per family
     ("resrl.rewards", "resrl.data", "resrl.envs", "resrl.models"),  # what the families build on

@@ -15,12 +15,12 @@ import sys
 # sub-command modules, in the order they appear in `resrl --help`; then the task families'
 # own (resrl.tasks.registry.command_modules(), e.g. resrl make-alfworld)
 COMMAND_MODULES = [
-    "resrl.demo.command",      # resrl demo
+    "resrl.experiments.command",  # resrl demo
     "resrl.train.command",     # resrl train
     "resrl.eval.command",      # resrl eval, resrl plot-passk
     "resrl.models.command",    # resrl make-tiny-model, resrl convert-smollm2
     "resrl.diagnose.command",  # resrl diagnose
-    "resrl.eval.compare",      # resrl compare
+    "resrl.experiments.compare",  # resrl compare
 ]
 
 

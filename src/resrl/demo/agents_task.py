@@ -1,6 +1,5 @@
-"""`resrl demo --task agents`: the step-level agents demo on the corridor game (resrl.envs.toy).
-
-    resrl demo --task agents [--quick] [--seed S] [--algorithms grpo,gigpo,empg,resrl] [--seeds 0,1,2]
+"""The agents demo task (`resrl demo --task agents`): the corridor game (resrl.envs.toy) as data, and
+its report. Run by the step-layout experiment, `resrl.experiments.steps`.
 
 1. games: corridors of 2..`max_length` rooms; the task "open the red door": the goal's door has one colour and
    a decoy door in another room another (drawn per game from `colours`), and every observation says where each
@@ -8,39 +7,41 @@
    (opening the decoy loses). Every (length, goal) pair is one task; the pairs are shuffled with the seed and split
    in two, so the **held-out games are tasks no training game has** (not just other ids of the same tasks).
    Several steps matter (walk to the door, open it) and a wrong move is recoverable (walk on or back);
-2. a tiny character-level model (`resrl make-tiny-model`'s architecture) is warm-started by behaviour
-   cloning on the scripted expert's walkthroughs of training games, stopped once its sampled success on other
-   training games reaches `bc_target` (so it leaves room, and every seed starts from about the same skill);
-3. every algorithm trains from that same warm start with step-level rollouts: `resrl train`'s
-   `run_training` with `env.layout: step`, environments in the real `EnvPool` workers;
-4. success on the held-out games, greedy (one episode per game) and sampled at the training temperature
-   (`eval_samples` episodes per game), for the warm start and each policy.
+2. the warm-start source: the scripted expert's walkthroughs (`expert_samples`) of training games, which a
+   tiny character-level model imitates (behaviour cloning) until its sampled success on other training
+   games reaches `bc_target` (so it leaves room, and every seed starts from about the same skill);
+3. budgets: `AgentsDemoConfig` (RL with `env.layout: step`, environments in the real `EnvPool` workers);
+4. evaluation: success on the held-out games with the step-layout evaluator (resrl.eval.steps), greedy (one
+   episode per game) and sampled at the training temperature (`eval_samples` episodes per game).
 
-Writes OUT/summary.json (per policy: `greedy`, `avg` = sampled success, `pass_at` {1, n}, the standard
-error over games; the same keys as the math demo, so `--seeds` aggregates it with resrl.demo.seeds),
-OUT/report.md and OUT/training_success.png (training success per round per algorithm).
+The report (`write_report`, `plot_training_success`) writes OUT/report.md and OUT/training_success.png;
+OUT/summary.json has per policy `greedy`, `avg` = sampled success, `pass_at` {1, n}, the standard error over
+games: the keys of the other demos, so `--seeds` aggregates it the same way.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
-import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from resrl.demo.seeds import WARM_START
 
 DEFAULT_ALGORITHMS = ("grpo", "gigpo", "empg", "resrl")
-SHARED_DEFAULT_ALGORITHMS = "grpo,w-reinforce,resrl"  # `resrl demo`'s --algorithms default (the math demo's)
-WARM = WARM_START  # the warm start's policy name in summary.json, as resrl demo --seeds reads it
+WARM = "warm start"  # the warm start's policy name in summary.json, as `resrl demo --seeds` reads it
+
+# the random streams of one seed S: offsets from S, fixed (every published number was drawn with them)
+TRAIN_GAMES_SEED = 1  # the training games' order and colours: S + 1
+TEST_GAMES_SEED = 2   # the held-out games': S + 2
+EVAL_SEED = 7         # the sampled evaluation: S + 7
+BC_CHECK_SEED = 11    # the behaviour-cloning stop check's episodes: S + 11
 
 
 @dataclass
 class AgentsDemoConfig:
     out: str = "runs/demo-agents"
     seed: int = 0
+    task_name: str = "agents"  # the demo task (`resrl demo --task`, registry: resrl.demo.tasks)
     algorithms: tuple = DEFAULT_ALGORITHMS
     max_length: int = 7  # corridors of 2..max_length rooms: 21 (length, goal) tasks
     test_fraction: float = 0.4  # of the (length, goal) tasks, held out
@@ -81,6 +82,7 @@ class AgentsDemoConfig:
     eval_samples: int = 8  # sampled episodes per held-out game
     test_games_per_task: int = 4  # held-out games (ids) per held-out task: 32 games, 256 sampled episodes
     threads: int = 1
+    is_quick: bool = False
     model: dict = field(default_factory=lambda: dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                                      num_key_value_heads=2, head_dim=16, intermediate_size=128,
                                                      max_position_embeddings=768))
@@ -96,7 +98,8 @@ class AgentsDemoConfig:
     def quick(cls, **kw) -> "AgentsDemoConfig":
         """A smoke run of about a minute: few games, few steps, two algorithms' worth of rounds."""
         base = dict(train_games=16, bc_games=16, bc_steps=40, bc_target=None, rounds=2, warmup_rounds=1, eval_samples=2,
-                    test_games_per_task=1, max_steps=8, rollout_prompts=8, group_size=4, updates_per_round=2)
+                    test_games_per_task=1, max_steps=8, rollout_prompts=8, group_size=4, updates_per_round=2,
+                    is_quick=True)
         base.update(kw)
         return cls(**base)
 
@@ -139,13 +142,12 @@ def task_of(game: str) -> tuple[int, int]:
 
 def games_for(cfg: AgentsDemoConfig) -> tuple[list[str], list[str]]:
     train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
-    train = make_games(train_tasks, cfg.train_games, f"train{cfg.seed}", cfg.seed + 1, cfg.colours)
-    test = make_games(test_tasks, len(test_tasks) * cfg.test_games_per_task, f"test{cfg.seed}", cfg.seed + 2,
-                      cfg.colours)
+    train = make_games(train_tasks, cfg.train_games, f"train{cfg.seed}", cfg.seed + TRAIN_GAMES_SEED, cfg.colours)
+    test = make_games(test_tasks, len(test_tasks) * cfg.test_games_per_task, f"test{cfg.seed}",
+                      cfg.seed + TEST_GAMES_SEED, cfg.colours)
     return train, test
 
 
-# -- warm start -------------------------------------------------------------------------------------
 
 def expert_samples(games, history_window):
     """(step prompt messages, expert reply) for every step of the expert's walkthrough of each game."""
@@ -163,137 +165,8 @@ def expert_samples(games, history_window):
     return out
 
 
-def behaviour_cloning(model_dir, out_dir, games, history_window, steps, seed, lr=3e-3, batch=16, log=print,
-                      stop=None, check_every: int = 10, min_steps: int = 0) -> dict:
-    """Supervised fine-tuning on the expert's replies (loss on the reply tokens only), at most `steps` steps.
-    `stop(model, tokenizer) -> (bool, float)`, asked every `check_every` steps from `min_steps` on, ends it
-    early (the math demo's warm start stops at a target accuracy the same way, so RL has room). When no check
-    says stop, the weights of the check with the highest value are saved, not the last step's: at a constant
-    lr 3e-3 the last step can be a spike (seed 3: loss 0.003 -> 0.079 at step 400, after which the model
-    walked right in every game, held-out success 0.000).
-    Returns {"samples", "steps", "checks": [(step, value), ...], "kept": the step whose weights were saved}."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    torch.manual_seed(seed)
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    data = []
-    for messages, reply in expert_samples(games, history_window):
-        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
-        prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
-        answer = tok(reply, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        data.append((prompt, answer))
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
-    rng = random.Random(seed)
-    model.train()
-    checks, step, stopped = [], -1, False
-    best = None  # (value, step, weights) of the best check so far
-    for step in range(steps):
-        items = rng.sample(data, min(batch, len(data)))
-        L = max(len(p) + len(a) for p, a in items)
-        ids = torch.full((len(items), L), tok.pad_token_id, dtype=torch.long)
-        labels = torch.full((len(items), L), -100, dtype=torch.long)
-        attn = torch.zeros((len(items), L), dtype=torch.long)
-        for b, (p, a) in enumerate(items):
-            seq = p + a
-            ids[b, :len(seq)] = torch.tensor(seq)
-            attn[b, :len(seq)] = 1
-            labels[b, len(p):len(seq)] = torch.tensor(a)
-        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if step % 50 == 0 or step == steps - 1:
-            log(f"  BC step {step}: loss {loss.item():.3f}")
-        if stop is not None and step + 1 >= min_steps and (step + 1) % check_every == 0:
-            model.eval()
-            done, value = stop(model, tok)
-            model.train()
-            checks.append((step + 1, value))
-            if done:
-                log(f"  BC stopped after {step + 1} steps: check {value:.3f}")
-                stopped = True
-                break
-            if best is None or value > best[0]:
-                best = (value, step + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
-    kept = step + 1
-    if not stopped and best is not None and best[1] != kept:
-        model.load_state_dict(best[2])
-        kept = best[1]
-        log(f"  BC did not reach its target in {step + 1} steps: keeping the weights of step {kept} "
-            f"(check {best[0]:.3f}, the best)")
-    model.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
-    return {"samples": len(data), "steps": step + 1, "checks": checks, "kept": kept}
-
-
-# -- evaluation -------------------------------------------------------------------------------------
-
-def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32):
-    """Success on `games` through the EnvPool: greedy (temperature 0, one episode each) or sampled
-    (`samples` episodes per game, seeded). Returns success (mean over episodes), its standard error over
-    games, pass@samples (a game counts when any of its episodes won), mean steps, invalid-format rate."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    return play(model, tok, games, history_window, max_steps, seed, temperature, samples, max_step_tokens)
-
-
-def play(model, tok, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32):
-    """`evaluate` on a loaded model: resrl.eval.steps.evaluate_steps on the corridor (resrl.envs.toy), the
-    evaluator `resrl eval --env` uses (its extra keys, e.g. pass_at, come along)."""
-    from resrl.envs.toy import make_toy_env
-    from resrl.eval.steps import evaluate_steps
-
-    return evaluate_steps(model, tok, games, make_toy_env, {"history_window": history_window}, max_steps=max_steps,
-                          max_step_tokens=max_step_tokens, seed=seed, temperature=temperature, samples=samples)
-
-
-def evaluate_policy(model_dir, test_games, cfg: AgentsDemoConfig) -> dict:
-    """A policy's summary entry: greedy success, sampled success (`avg`), pass@1 / pass@n, and details."""
-    greedy = evaluate(model_dir, test_games, cfg.history_window, cfg.max_steps, max_step_tokens=cfg.max_step_tokens)
-    sampled = evaluate(model_dir, test_games, cfg.history_window, cfg.max_steps, seed=cfg.seed + 7,
-                       temperature=cfg.temperature, samples=cfg.eval_samples, max_step_tokens=cfg.max_step_tokens)
-    return {"greedy": greedy["success"], "avg": sampled["success"], "avg_se": sampled["se"],
-            "pass_at": {"1": sampled["success"], str(cfg.eval_samples): sampled["pass"]},
-            "episodes": sampled["episodes"], "steps": sampled["steps"],
-            "invalid_format_rate": sampled["invalid_format_rate"],
-            "greedy_invalid_format_rate": greedy["invalid_format_rate"], "per_game": sampled["per_game"]}
-
-
-# -- RL ---------------------------------------------------------------------------------------------
-
-def train_config(cfg: AgentsDemoConfig, algo: str, warm_dir, data_path, out_dir):
-    from resrl.train import load_config
-
-    return load_config(None, [
-        f"model.path={warm_dir}", f"data.train={data_path}", "reward.function=env",
-        "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", f"env.history_window={cfg.history_window}",
-        f"env.max_steps={cfg.max_steps}", f"env.max_step_tokens={cfg.max_step_tokens}", "env.num_workers=1",
-        f"train.output_dir={out_dir}", f"train.max_steps={cfg.rounds * cfg.updates_per_round}",
-        f"train.rollout_prompts={cfg.rollout_prompts}", f"train.update_prompts={cfg.rollout_prompts // cfg.updates_per_round}",
-        f"train.warmup_steps={cfg.warmup_rounds * cfg.updates_per_round}",
-        f"train.group_size={cfg.group_size}", f"train.learning_rate={cfg.learning_rate}",
-        f"train.temperature={cfg.temperature}", "train.max_prompt_length=700", f"train.seed={cfg.seed}",
-        f"loss.agg={cfg.loss_agg}", f"algorithm.name={algo}", "log.progress=false", "log.report_to=[none]",
-        *cfg.overrides])
-
-
-def rl_run(cfg: AgentsDemoConfig, algo: str, warm_dir, data_path, out_dir) -> dict:
-    """One algorithm's RL run from the warm start; returns its per-round training metrics."""
-    from resrl.train import run_training
-
-    t = time.perf_counter()
-    res = run_training(train_config(cfg, algo, warm_dir, data_path, out_dir))
-    keys = ("episode/success", "episode/invalid_format_rate", "episode/invalid_action_rate", "episode/steps")
-    rounds = [{k.split("/")[1]: m.get(k) for k in keys} for m in res.metrics if "episode/success" in m]
-    return {"rounds": rounds, "train_success": [r["success"] for r in rounds],
-            "rl_seconds": round(time.perf_counter() - t, 1)}
-
-
-# -- outputs ----------------------------------------------------------------------------------------
+# -- report ---------------------------------------------------------------------------------------
 
 def plot_training_success(runs: dict, path) -> None:
     import matplotlib
@@ -314,16 +187,6 @@ def plot_training_success(runs: dict, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-
-
-def paired(results: dict, policy: str) -> dict:
-    """Per-game paired difference of sampled success against the warm start: mean and its standard error."""
-    a, b = results[policy]["per_game"], results[WARM]["per_game"]
-    d = [x - y for x, y in zip(a, b)]
-    n = len(d)
-    mean = sum(d) / n
-    se = math.sqrt(sum((x - mean) ** 2 for x in d) / (n - 1) / n) if n > 1 else 0.0
-    return {"mean": mean, "se": se, "low": mean - 1.96 * se, "high": mean + 1.96 * se}
 
 
 def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
@@ -356,209 +219,5 @@ def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
     (out / "report.md").write_text("\n".join(lines))
 
 
-# -- the demo ---------------------------------------------------------------------------------------
-
-def algo_dir(out: Path, algo: str) -> Path:
-    """OUT/<run>: an algorithm's RL run directory. (Not resrl.demo.pipeline's run_dir_name: importing the
-    math demo's pipeline from here closes an import cycle through resrl.demo.tasks.)"""
-    return out / algo.replace("/", "_")
-
-
-def train_and_evaluate(cfg: AgentsDemoConfig, algo: str, warm_dir: str, data_path: str, out: Path,
-                       test_games: list) -> tuple[dict, dict, float]:
-    """One algorithm: its RL run from the warm start, then its held-out evaluation -> (run, result, eval s)."""
-    run_dir = algo_dir(out, algo)
-    run = rl_run(cfg, algo, warm_dir, data_path, run_dir)
-    t = time.perf_counter()
-    r = evaluate_policy(str(run_dir / "model"), test_games, cfg)
-    return run, r, round(time.perf_counter() - t, 1)
-
-
-WORKER_CONFIG = "agents_workers.json"  # OUT/agents_workers.json: the settings and inputs every worker reads
-WORKER_LOG = "worker.log"               # OUT/<run>/worker.log: a worker's stdout and stderr
-
-
-def result_path(out: Path, algo: str) -> Path:
-    """OUT/<run>.result.json: a worker's run, result and evaluation time (its done-marker)."""
-    run_dir = algo_dir(out, algo)
-    return run_dir.with_name(run_dir.name + ".result.json")
-
-
-def worker_main(out, algo: str) -> int:
-    """`resrl demo --task agents --out OUT --worker-run ALGO`: one algorithm's `train_and_evaluate` with the
-    settings in OUT/agents_workers.json, its result written whole to `result_path` (then renamed: its
-    existence means done). Each run seeds itself (train.seed, the evaluation's seeds) and reads the warm
-    start from disk, with the one-process demo's torch threads, so the numbers do not depend on the number
-    of workers."""
-    import torch
-
-    out = Path(out)
-    d = json.loads((out / WORKER_CONFIG).read_text())
-    cfg = AgentsDemoConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in d["config"].items()})
-    if algo not in cfg.algorithms:
-        raise ValueError(f"--worker-run {algo!r}: not one of {list(cfg.algorithms)} in {out / WORKER_CONFIG}")
-    torch.set_num_threads(cfg.threads)
-    run, r, secs = train_and_evaluate(cfg, algo, d["warm_dir"], d["data_path"], out, d["test_games"])
-    path = result_path(out, algo)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_jsonable({"run": run, "result": r, "eval_seconds": secs})))
-    tmp.replace(path)
-    return 0
-
-
-def run_algorithms(cfg: AgentsDemoConfig, warm_dir: str, data_path: str, out: Path, test_games: list,
-                   workers: int = 1, log=print) -> dict:
-    """{algo: (run, result, eval seconds)} for every algorithm: in this process one after the other
-    (workers = 1), or as jobs of the project's job runner (`resrl.eval.jobs.run_jobs`, at most `workers`
-    processes `resrl demo --task agents --out OUT --worker-run ALGO` at once; see `worker_main`). A failed
-    worker raises one error naming its job and log once the others have finished."""
-    if workers <= 1:
-        return {a: train_and_evaluate(cfg, a, warm_dir, data_path, out, test_games) for a in cfg.algorithms}
-    from resrl.eval.jobs import Job, Step, run_jobs
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / WORKER_CONFIG).write_text(json.dumps(_jsonable(
-        {"config": asdict(cfg), "warm_dir": str(warm_dir), "data_path": str(data_path), "test_games": test_games}),
-        indent=1))
-    jobs = []
-    for algo in cfg.algorithms:
-        done_marker, run_log = result_path(out, algo), algo_dir(out, algo) / WORKER_LOG
-        for stale in (done_marker, run_log):  # a new warm start: nothing to resume
-            stale.unlink(missing_ok=True)
-        jobs.append(Job(f"RL {algo}", [Step(["demo", "--task", "agents", "--out", str(out), "--worker-run", algo],
-                                            done_marker)], run_log))
-    run_jobs(jobs, workers, poll_s=0.2, say=log)
-    done = {}
-    for algo in cfg.algorithms:
-        path = result_path(out, algo)
-        d = json.loads(path.read_text())
-        path.unlink()
-        done[algo] = (d["run"], d["result"], d["eval_seconds"])
-    return done
-
-
-def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=print, workers: int = 1) -> dict:
-    """Everything; returns the summary written to OUT/summary.json. `warm_dir`: reuse a saved warm start;
-    `workers`: processes for the RL runs (each with its evaluation) after the warm start."""
-    import torch
-
-    from resrl.models.tiny import TinyModelConfig, build_tiny_model
-
-    torch.set_num_threads(cfg.threads)
-    out = Path(cfg.out)
-    out.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    train_games, test_games = games_for(cfg)
-    train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
-    assert not {task_of(g) for g in train_games} & {task_of(g) for g in test_games}
-    data_path = out / "train_games.jsonl"
-    with open(data_path, "w") as f:
-        for g in train_games:
-            f.write(json.dumps({"problem": g, "answer": ""}) + "\n")
-    # the rows `resrl eval --env resrl.envs.toy:make_toy_env --data OUT/test_games.jsonl` reads (as train_games.jsonl)
-    (out / "test_games.jsonl").write_text("".join(json.dumps({"problem": g, "answer": ""}) + "\n" for g in test_games))
-    summary = {"task": "agents", "config": _jsonable(asdict(cfg)), "train_games": len(train_games),
-               "test_games": len(test_games), "train_tasks": train_tasks, "test_tasks": test_tasks,
-               "results": {}, "training": {}, "timings": {}}
-    if warm_dir is None:
-        base, warm_dir = out / "model-init", out / "model-bc"
-        build_tiny_model(base, TinyModelConfig(**cfg.model, seed=cfg.seed))
-        dev = train_games[cfg.bc_games:cfg.bc_games + cfg.bc_dev_games]
-        stop = None
-        if cfg.bc_target is not None and dev:
-            def stop(model, tok):  # sampled as RL samples (temperature, full softmax), 4 episodes per game
-                s = play(model, tok, dev, cfg.history_window, cfg.max_steps, seed=cfg.seed + 11,
-                         temperature=cfg.temperature, samples=4, max_step_tokens=cfg.max_step_tokens)
-                return s["success"] >= cfg.bc_target, s["success"]
-        log(f"warm start: behaviour cloning (at most {cfg.bc_steps} steps) on the expert's walkthroughs of "
-            f"{cfg.bc_games} training games" + (f", until sampled success on {len(dev)} other training games "
-                                                 f"reaches {cfg.bc_target}" if stop else ""))
-        bc = behaviour_cloning(str(base), str(warm_dir), train_games[:cfg.bc_games], cfg.history_window,
-                               cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=log, stop=stop, min_steps=50)
-        summary["bc_samples"], summary["bc_steps"], summary["bc_checks"] = bc["samples"], bc["steps"], bc["checks"]
-        summary["bc_kept"] = bc["kept"]
-    summary["timings"]["warm start"] = round(time.perf_counter() - t0, 1)
-    t = time.perf_counter()
-    summary["results"][WARM] = evaluate_policy(str(warm_dir), test_games, cfg)
-    summary["timings"]["evaluate warm start"] = round(time.perf_counter() - t, 1)
-    log(f"{WARM}: held-out greedy {summary['results'][WARM]['greedy']:.3f}, sampled "
-        f"{summary['results'][WARM]['avg']:.3f}")
-    workers = max(1, min(workers, len(cfg.algorithms)))
-    if workers > 1:
-        log(f"RL runs: {len(cfg.algorithms)}, {workers} worker processes (one torch thread each)")
-    runs = run_algorithms(cfg, str(warm_dir), str(data_path), out, test_games, workers, log)
-    for algo in cfg.algorithms:
-        run, r, eval_seconds = runs[algo]
-        summary["training"][algo] = run
-        summary["timings"][f"evaluate {algo}"] = eval_seconds
-        summary["results"][algo] = {**r, "rl_seconds": run["rl_seconds"], "paired_vs_warm_start": paired(
-            {algo: r, WARM: summary["results"][WARM]}, algo)}
-        log(f"{algo}: held-out greedy {r['greedy']:.3f}, sampled {r['avg']:.3f} ± {r['avg_se']:.3f}; training "
-            f"success per round {['%.2f' % s for s in run['train_success']]} ({run['rl_seconds']} s)")
-    summary["timings"]["total"] = round(time.perf_counter() - t0, 1)
-    if summary["training"]:
-        plot_training_success(summary["training"], out / "training_success.png")
-    write_report(out, cfg, summary)
-    (out / "summary.json").write_text(json.dumps(_jsonable(summary), indent=1))
-    log((out / "report.md").read_text())
-    return summary
-
-
-def _jsonable(x):
-    if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    return x
-
-
-# -- `resrl demo --task agents` ---------------------------------------------------------------------
-
-def config_from_args(args) -> AgentsDemoConfig:
-    from resrl.errors import InputError
-
-    algorithms = args.algorithms
-    algorithms = DEFAULT_ALGORITHMS if algorithms in (None, SHARED_DEFAULT_ALGORITHMS) else tuple(
-        a.strip() for a in algorithms.split(",") if a.strip())
-    cfg = AgentsDemoConfig.quick() if args.quick else AgentsDemoConfig()
-    cfg = replace(cfg, out=args.out if args.out != "runs/demo" else "runs/demo-agents", seed=args.seed,
-                  algorithms=algorithms, threads=args.threads)
-    if args.rl_steps is not None:
-        if args.rl_steps < 1:
-            raise InputError(f"--rl-steps must be >= 1, got {args.rl_steps}")
-        cfg = replace(cfg, rounds=args.rl_steps)
-    if args.lr is not None:
-        if not args.lr > 0:
-            raise InputError(f"--lr must be > 0, got {args.lr}")
-        cfg = replace(cfg, learning_rate=args.lr)
-    if args.eval_samples is not None:
-        if args.eval_samples < 1:
-            raise InputError(f"--eval-samples must be >= 1, got {args.eval_samples}")
-        cfg = replace(cfg, eval_samples=args.eval_samples)
-    return cfg
-
-
-def default_workers(cfg: AgentsDemoConfig, quick: bool) -> int:
-    """RL worker processes when `--workers` is not given: min(CPUs, algorithms); 1 with --quick, whose RL
-    runs take less time than a worker process takes to start."""
-    from resrl.eval.jobs import available_cpus
-
-    return 1 if quick else max(1, min(available_cpus(), len(cfg.algorithms)))
-
-
-def run_from_args(args) -> int:
-    """The DemoTask runner: one seed, or `--seeds` (one process per seed, then resrl.demo.seeds' tables with
-    the differences paired against the warm start)."""
-    if args.worker_run is not None:  # one RL run of a demo in OUT (run_algorithms' job)
-        return worker_main(args.out, args.worker_run)
-    cfg = config_from_args(args)
-    if args.seeds is None:
-        run_agents_demo(cfg, workers=default_workers(cfg, args.quick) if args.workers is None else args.workers)
-        return 0
-    from resrl.demo.seeds import parse_seeds, run_multiseed_demo
-
-    return run_multiseed_demo(args, parse_seeds(args.seeds), "agents", ",".join(cfg.algorithms), cfg.out, baseline=WARM)
-
-
-__all__ = ["AgentsDemoConfig", "run_agents_demo", "run_from_args", "split_tasks", "games_for", "evaluate", "play",
-           "behaviour_cloning", "DEFAULT_ALGORITHMS"]
+__all__ = ["AgentsDemoConfig", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
+           "expert_samples", "plot_training_success", "write_report"]

@@ -148,7 +148,7 @@ def code_config(quick: bool = False):
     """`resrl demo --task code`'s settings (calibration: docs/demo.md, "Tasks")."""
     from resrl.demo.config import DemoConfig, RLConfig
     from resrl.demo.evaluate import demo_eval_config
-    from resrl.demo.warmstart import WarmStartConfig
+    from resrl.demo.config import WarmStartConfig
 
     if quick:  # a smoke run: one-digit intercepts, tiny budgets
         return DemoConfig.quick(task_name="code", task=CodeFunctionsConfig(max_a=5, max_b=9, num_test=16),

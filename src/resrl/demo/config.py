@@ -8,10 +8,23 @@ from dataclasses import dataclass, field, replace
 
 from resrl.data.synthetic import ChainAdditionConfig
 from resrl.demo.evaluate import demo_eval_config
-from resrl.demo.warmstart import WarmStartConfig
 from resrl.eval.runner import EvalConfig
 
 DEFAULT_ALGORITHMS = ("grpo", "w-reinforce", "resrl")
+
+
+@dataclass
+class WarmStartConfig:
+    """The supervised warm start's budget (the loop: resrl.experiments.warmstart.warm_start)."""
+
+    max_steps: int = 1000  # upper bound; training stops earlier once the target accuracy is reached
+    batch_size: int = 64
+    learning_rate: float = 3e-3  # constant after warm-up, so stopping early leaves no schedule half-run
+    warmup_steps: int = 20
+    weight_decay: float = 0.0
+    target_accuracy: float = 0.3  # stop when greedy accuracy on a dev split (not the test split) reaches it
+    check_every: int = 25
+    seed: int = 0
 
 
 @dataclass

@@ -91,3 +91,33 @@ class Display:
 
 
 __all__ = ["Display"]
+
+
+# -- what the demo's bars and tables say ------------------------------------------------------------
+
+def rl_info(entry: dict) -> str:
+    """A trainer log entry as the RL bar's text: reward (and ResRL's mean ω)."""
+    acc = entry.get("accuracy", entry.get("reward_mean"))
+    info = f"reward {acc:.2f}" if acc is not None else ""
+    if "resrl/omega_mean" in entry:
+        info += f"  ω̄ {entry['resrl/omega_mean']:.2f}"
+    return info
+
+
+def eval_info(res, n: int) -> str:
+    """An EvalResult as the evaluation bar's closing text."""
+    return f"greedy {res.greedy:.0%}  Avg@{n} {res.avg:.0%}"
+
+
+def print_table(console, evals: dict) -> None:
+    """{policy: EvalResult} as a rich table on `console`: greedy, Avg@n, Pass@k."""
+    from rich.table import Table
+
+    ks = sorted(next(iter(evals.values())).pass_at)
+    n = max(ks)
+    table = Table(title="held-out split")
+    for col in ["policy", "greedy", f"Avg@{n}"] + [f"Pass@{k}" for k in ks]:
+        table.add_column(col, justify="right" if col != "policy" else "left")
+    for name, r in evals.items():
+        table.add_row(name, f"{r.greedy:.3f}", f"{r.avg:.3f}", *[f"{r.pass_at[k]:.3f}" for k in ks])
+    console.print(table)

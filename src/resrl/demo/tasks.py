@@ -1,6 +1,6 @@
 """The demo's tasks, `resrl demo --task NAME`: a small registry (default `math`).
 
-A demo task is what the demo pipeline needs to know about its problems:
+A demo task is data: what an experiment (`resrl.experiments.kinds`) needs to know about its problems:
 
     config(quick)       the demo's settings for this task (task shape, warm start, RL and evaluation
                         budgets): a `DemoConfig`, full or `--quick`
@@ -51,7 +51,9 @@ class DemoTask:
     target: Callable = chain_target
     describe: Callable = None  # (task_config) -> str; None: `describe_chain`
     alphabet: str = "0123456789+="
-    runner: Callable = None  # (argparse args) -> exit code: a task with its own pipeline (agents); None: run_demo
+    # the experiment that runs it (resrl.experiments.kinds): "supervised" (a generated-problem task, supervised
+    # warm start, single-turn RL) or "steps" (behaviour cloning, step-layout RL and evaluation)
+    experiment: str = "supervised"
 
     def description(self, task_config) -> str:
         return (self.describe or describe_chain)(task_config)
@@ -157,7 +159,7 @@ def math_hard_config(quick: bool = False):
     """
     from resrl.demo.evaluate import demo_eval_config
     from resrl.demo.config import DemoConfig, RLConfig
-    from resrl.demo.warmstart import WarmStartConfig
+    from resrl.demo.config import WarmStartConfig
 
     if quick:  # a smoke run: one- and two-digit tiers, tiny budgets (as math's --quick)
         return DemoConfig.quick(
@@ -211,7 +213,7 @@ def _register_code() -> None:
 _register_code()
 
 
-# -- agents: the step layout needs its own runner (resrl.demo.agents_task) ---------------------------
+# -- agents: the step layout (resrl.demo.agents_task, run by resrl.experiments.steps) ---------------
 
 def _agents_config(quick: bool = False):
     from resrl.demo.agents_task import AgentsDemoConfig
@@ -219,13 +221,7 @@ def _agents_config(quick: bool = False):
     return AgentsDemoConfig.quick() if quick else AgentsDemoConfig()
 
 
-def _agents_runner(args) -> int:
-    from resrl.demo.agents_task import run_from_args
-
-    return run_from_args(args)
-
-
 register_demo_task(DemoTask(
-    name="agents", title="corridor agent (step layout)", config=_agents_config, runner=_agents_runner,
+    name="agents", title="corridor agent (step layout)", config=_agents_config, experiment="steps",
     summary="a corridor game played step by step (env.layout=step, EnvPool): walk to the door of the task's colour and open it, not the decoy; "
             "held-out (length, goal) tasks; algorithms grpo,gigpo,empg,resrl by default"))

@@ -172,7 +172,7 @@ def tools_config(quick: bool = False):
     tokens for RL and 28 for evaluation."""
     from resrl.demo.config import DemoConfig, RLConfig
     from resrl.demo.evaluate import demo_eval_config
-    from resrl.demo.warmstart import WarmStartConfig
+    from resrl.demo.config import WarmStartConfig
 
     if quick:
         return DemoConfig.quick(

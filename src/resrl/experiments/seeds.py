@@ -1,4 +1,4 @@
-"""Multi-seed demo (`resrl demo --seeds`): one demo process per seed (in parallel, one torch thread each, resumable), then
+"""Multi-seed experiments (`resrl demo --seeds`): one demo process per seed (in parallel, one torch thread each, resumable), then
 per policy the mean and 95 % interval of every metric over seeds, and paired differences against
 a baseline (GRPO) on the same seeds.
 
@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from resrl.experiments.layout import SUMMARY_FILE, seed_dir
 from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds, passk_band_summaries  # noqa: F401
 
 # per_seed: {seed: {policy: {metric: float}}}
@@ -37,10 +38,6 @@ def per_seed_metrics(summaries: dict[int, dict]) -> PerSeed:
     return {seed: {policy: metrics_of(r) for policy, r in s["results"].items()} for seed, s in summaries.items()}
 
 
-def seed_dir(out: str | Path, seed: int) -> Path:
-    return Path(out) / f"seed-{seed}"
-
-
 def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int,
               poll_s: float = 1.0, subdir: str | None = None) -> dict[int, dict]:
     """Run `resrl demo --seed S --out OUT/seed-S <demo_args>` for every seed whose summary.json is
@@ -48,7 +45,7 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     {seed: summary}. A finished seed is never rerun (resume by running the same command again).
     `subdir`: one run per seed in OUT/<subdir> instead (the grid's dev run). Inside a seed, one
     process (--workers 1) unless demo_args set --workers."""
-    from resrl.eval.jobs import Job, Step, run_jobs
+    from resrl.experiments.jobs import Job, Step, run_jobs
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -59,16 +56,16 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     inner = [] if "--workers" in demo_args else ["--workers", "1"]
     jobs = [Job(f"seed {s}" + (f" ({subdir})" if subdir else ""),
                 [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner, *demo_args],
-                      where(s) / "summary.json")], where(s) / "console.log") for s in seeds]
+                      where(s) / SUMMARY_FILE)], where(s) / "console.log") for s in seeds]
     run_jobs(jobs, workers, poll_s)
-    return {s: json.loads((where(s) / "summary.json").read_text()) for s in seeds}
+    return {s: json.loads((where(s) / SUMMARY_FILE).read_text()) for s in seeds}
 
 
 def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, out: str | Path, baseline: str) -> int:
     """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`) with the task, the
     algorithms and the shared overrides given on the command line (--rl-steps, --lr, --eval-samples,
     --quick), then the tables and plot (`write_multiseed`, paired with the warm start and `baseline`)."""
-    import os
+    from resrl.experiments.jobs import default_workers
 
     demo_args = ["--task", task, "--algorithms", algorithms]
     for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
@@ -76,7 +73,7 @@ def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, o
             demo_args += [flag, str(value)]
     if args.quick:
         demo_args.append("--quick")
-    workers = args.workers or min(len(seeds), os.cpu_count() or 1)
+    workers = args.workers or default_workers(len(seeds))
     summaries = run_seeds(out, seeds, demo_args, workers)
     files = write_multiseed(out, summaries, baseline=baseline)
     print(files[0].read_text())

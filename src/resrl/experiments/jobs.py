@@ -1,4 +1,4 @@
-"""Run chains of CLI commands in parallel worker processes, resumably (multi-seed comparisons).
+"""The experiments' one job runner: chains of CLI commands in parallel worker processes, resumably.
 
 A job is a list of steps; a step is a command line (argv, run as `python -m resrl.cli ...`) and a
 file whose existence means the step is done. Steps of a job run in order; a finished step is
@@ -19,8 +19,16 @@ from typing import Callable, Sequence
 
 
 def available_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask where the platform has one)."""
+    """The CPUs this process may run on (its affinity mask where the platform has one). The one CPU
+    count of the experiments: every default number of workers comes from it."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def default_workers(jobs: int, quick: bool = False) -> int:
+    """Processes at once when `--workers` is not given: min(CPUs, jobs); 1 with --quick, whose runs
+    take about a second each, less than a worker process takes to start (importing torch,
+    transformers and TRL: measured ~5 s of CPU)."""
+    return 1 if quick else max(1, min(available_cpus(), jobs))
 
 
 @dataclass
@@ -94,4 +102,4 @@ def run_jobs(jobs: Sequence[Job], workers: int, poll_s: float = 1.0, say: Callab
         raise RuntimeError(f"jobs failed: {in_order}; rerun the same command to retry them")
 
 
-__all__ = ["Step", "Job", "run_jobs"]
+__all__ = ["Step", "Job", "run_jobs", "available_cpus", "default_workers"]

@@ -1,4 +1,6 @@
-"""`resrl demo`: the offline end-to-end demo (tiny model, chained addition, GRPO / W-REINFORCE / ResRL)."""
+"""`resrl demo`: an experiment of `resrl.experiments` on a demo task (`resrl.demo.tasks`): one seed,
+`--seeds` (one process per seed), `--grid` (each method's settings chosen on the dev split first);
+`--worker-run` is the worker protocol's job (`resrl.experiments.workers`)."""
 
 from __future__ import annotations
 
@@ -25,9 +27,10 @@ def register(subparsers) -> None:
     p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(DEMO_TASKS), metavar="NAME",
                    help="the demo task; each brings its own budgets, --quick included: "
                         + "; ".join(f"{t.name}: {t.summary}" for t in DEMO_TASKS.values()))
-    p.add_argument("--algorithms", default="grpo,w-reinforce,resrl",
+    p.add_argument("--algorithms", default=None,
                    help="comma-separated algorithm names, or variants name/key=value (e.g. "
-                        "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: grpo,w-reinforce,resrl")
+                        "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: the task's own "
+                        "(grpo,w-reinforce,resrl; agents: grpo,gigpo,empg,resrl)")
     p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
     p.add_argument("--seeds", default=None,
                    help="several seeds, e.g. 0,1,2: one demo process per seed in OUT/seed-S (resumable: finished "
@@ -54,82 +57,75 @@ def register(subparsers) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
-    from dataclasses import replace
-
+    """The demo task's config (its experiment kind's) with the command line's shared options."""
     from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import experiment_kind
 
-    algorithms = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
-    cfg = get_demo_task(args.task).config(quick=args.quick)
-    cfg = replace(cfg, out=args.out, algorithms=algorithms, seed=args.seed, threads=args.threads,
-                  eval_split=getattr(args, "eval_split", "test"))
-    if args.rl_steps is not None:
-        if args.rl_steps < 1:
-            raise InputError(f"--rl-steps must be >= 1, got {args.rl_steps}")
-        cfg = replace(cfg, rl=replace(cfg.rl, steps=args.rl_steps))
-    if args.lr is not None:
-        if not args.lr > 0:
-            raise InputError(f"--lr must be > 0, got {args.lr}")
-        cfg = replace(cfg, rl=replace(cfg.rl, learning_rate=args.lr))
-    if args.eval_samples is not None:
-        if args.eval_samples < 1:
-            raise InputError(f"--eval-samples must be >= 1, got {args.eval_samples}")
-        cfg = replace(cfg, eval=replace(cfg.eval, n=args.eval_samples, ks=None))
-    return cfg
+    task = get_demo_task(args.task)
+    return experiment_kind(task).config_from_args(task, args)
 
 
 def run(args: argparse.Namespace) -> int:
     from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import experiment_kind
 
-    task = get_demo_task(args.task)
+    kind = experiment_kind(get_demo_task(args.task))
     if args.worker_run is None and args.workers is not None and args.workers < 1:
         raise InputError(f"--workers must be >= 1, got {args.workers}")
-    if task.runner is not None:  # a task with its own pipeline (agents: the step layout), --seeds and
-        return task.runner(args)  # --worker-run included
     if args.worker_run is not None:
-        from resrl.demo.parallel import worker_main
+        from resrl.experiments.workers import worker_main
 
         return worker_main(args.out, args.worker_run)
     if args.grid:
         return run_grid(args)
     if args.seeds is not None:
         return run_multiseed(args)
-    from resrl.demo.run import run_demo
-
-    run_demo(config_from_args(args), workers=args.workers)
+    kind.run(config_from_args(args), workers=args.workers)
     return 0
 
 
 def run_multiseed(args: argparse.Namespace) -> int:
-    from resrl.demo.seeds import parse_seeds, run_multiseed_demo
+    from resrl.experiments.seeds import parse_seeds, run_multiseed_demo
 
     seeds = parse_seeds(args.seeds)
-    config_from_args(args)  # validate the shared options before starting any process
-    return run_multiseed_demo(args, seeds, args.task, args.algorithms, args.out, baseline="grpo")
+    cfg = config_from_args(args)  # validate the shared options before starting any process
+    return run_multiseed_demo(args, seeds, args.task, ",".join(cfg.algorithms), cfg.out,
+                              baseline=_baseline(cfg.algorithms))
+
+
+def _baseline(labels) -> str:
+    """What the other methods are paired with besides the warm start: GRPO when it runs, else the warm start."""
+    from resrl.experiments.seeds import WARM_START
+
+    return "grpo" if "grpo" in labels else WARM_START
 
 
 def run_grid(args: argparse.Namespace) -> int:
     """`resrl demo --grid KEY=V1,V2 [--seeds ...]`: each algorithm's setting chosen on the dev split of
     the first seed (one demo run in OUT/dev with every (algorithm, value), `--eval-split dev`), then
     the chosen variants over the seeds (`run_multiseed_demo`, OUT/seed-S), reported on the held-out
-    split; OUT/dev.md, dev.json, dev_grid.png show the choice (resrl.eval.compare's report)."""
+    split; OUT/dev.md, dev.json, dev_grid.png show the choice (resrl.experiments.grid's report)."""
     import json
     from pathlib import Path
 
-    from resrl.demo.seeds import parse_seeds, run_multiseed_demo, run_seeds
-    from resrl.eval.compare import choose_on_dev, parse_grid, write_dev_report
+    from resrl.experiments.grid import choose_on_dev, parse_grid, write_dev_report
+    from resrl.experiments.seeds import parse_seeds, run_multiseed_demo, run_seeds
     from resrl.train.variants import with_settings
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
-    methods = [a.strip() for a in args.algorithms.split(",") if a.strip()]
     grid = parse_grid(args.grid)
-    config_from_args(args)  # validate the shared options before starting any process
+    # validate the shared options (and that the task has a dev split) before starting any process
+    methods = list(config_from_args(argparse.Namespace(**{**vars(args), "eval_split": "dev"})).algorithms)
     out = Path(args.out)
     labels = {m: [(pt, with_settings(m, pt)) for pt in grid] for m in methods}
     every = ",".join(label for m in methods for _, label in labels[m])
     print(f"choosing {', '.join(grid[0])} for {', '.join(methods)} on the dev split (seed {seeds[0]}, "
           f"{len(methods) * len(grid)} RL runs from one warm start) in {out / 'dev'}", flush=True)
-    shared = ["--task", args.task, "--eval-split", "dev", "--algorithms", every, "--workers",
-              str(args.workers or 2), *_budget_args(args)]
+    from resrl.experiments.jobs import default_workers
+
+    inner = args.workers or default_workers(len(methods) * len(grid), quick=args.quick)
+    shared = ["--task", args.task, "--eval-split", "dev", "--algorithms", every, "--workers", str(inner),
+              *_budget_args(args)]
     summary = run_seeds(out, [seeds[0]], shared, workers=1, subdir="dev")[seeds[0]]
     dev_scores = {m: [(pt, float(summary["results"][label]["avg"])) for pt, label in labels[m]] for m in methods}
     chosen = choose_on_dev(dev_scores)

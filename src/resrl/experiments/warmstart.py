@@ -1,4 +1,6 @@
-"""Supervised warm start of the demo: a few hundred steps of next-token prediction on correct chains.
+"""The experiments' warm starts: supervised next-token prediction on a task's correct completions
+(`warm_start`, the generated-problem demos) or on an expert policy's replies step by step
+(`behaviour_cloning`, the step-layout demo), each stopped once a dev check reaches its target.
 
 RL needs a policy that is sometimes right (groups with both rewards); a random model never is.
 The warm start is deliberately short so that greedy accuracy lands around 20-60 %: far enough
@@ -7,22 +9,10 @@ from 100 % that RL has headroom, far enough from 0 % that groups have a positive
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from resrl.data.synthetic import Problem, chain_target
-
-
-@dataclass
-class WarmStartConfig:
-    max_steps: int = 1000  # upper bound; training stops earlier once the target accuracy is reached
-    batch_size: int = 64
-    learning_rate: float = 3e-3  # constant after warm-up, so stopping early leaves no schedule half-run
-    warmup_steps: int = 20
-    weight_decay: float = 0.0
-    target_accuracy: float = 0.3  # stop when greedy accuracy on a dev split (not the test split) reaches it
-    check_every: int = 25
-    seed: int = 0
+from resrl.demo.config import WarmStartConfig
 
 
 def encode_sft_batch(tokenizer, problems: Sequence[Problem], target: Callable[[Problem], str] = chain_target):
@@ -100,3 +90,72 @@ def warm_start(model, tokenizer, problems: Sequence[Problem], config: WarmStartC
             break
     model.eval()
     return {"losses": losses, "steps": len(losses), "dev_accuracy": checks}
+
+
+def behaviour_cloning(model_dir, out_dir, samples, steps, seed, lr=3e-3, batch=16, log=print,
+                      stop=None, check_every: int = 10, min_steps: int = 0) -> dict:
+    """Supervised fine-tuning on an expert's replies (loss on the reply tokens only), at most `steps` steps.
+    `samples`: (step prompt messages, expert reply) pairs, e.g. `resrl.demo.agents_task.expert_samples`; each
+    prompt is rendered with the model's chat template, the reply ends with EOS.
+    `stop(model, tokenizer) -> (bool, float)`, asked every `check_every` steps from `min_steps` on, ends it
+    early (the math demo's warm start stops at a target accuracy the same way, so RL has room). When no check
+    says stop, the weights of the check with the highest value are saved, not the last step's: at a constant
+    lr 3e-3 the last step can be a spike (seed 3: loss 0.003 -> 0.079 at step 400, after which the model
+    walked right in every game, held-out success 0.000).
+    Returns {"samples", "steps", "checks": [(step, value), ...], "kept": the step whose weights were saved}."""
+    import random
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch.manual_seed(seed)
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    data = []
+    for messages, reply in samples:
+        prompt = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=True, return_dict=False)
+        prompt = list(prompt["input_ids"] if isinstance(prompt, dict) else prompt)
+        answer = tok(reply, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        data.append((prompt, answer))
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    rng = random.Random(seed)
+    model.train()
+    checks, step, stopped = [], -1, False
+    best = None  # (value, step, weights) of the best check so far
+    for step in range(steps):
+        items = rng.sample(data, min(batch, len(data)))
+        L = max(len(p) + len(a) for p, a in items)
+        ids = torch.full((len(items), L), tok.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(items), L), -100, dtype=torch.long)
+        attn = torch.zeros((len(items), L), dtype=torch.long)
+        for b, (p, a) in enumerate(items):
+            seq = p + a
+            ids[b, :len(seq)] = torch.tensor(seq)
+            attn[b, :len(seq)] = 1
+            labels[b, len(p):len(seq)] = torch.tensor(a)
+        loss = model(input_ids=ids, attention_mask=attn, labels=labels).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if step % 50 == 0 or step == steps - 1:
+            log(f"  BC step {step}: loss {loss.item():.3f}")
+        if stop is not None and step + 1 >= min_steps and (step + 1) % check_every == 0:
+            model.eval()
+            done, value = stop(model, tok)
+            model.train()
+            checks.append((step + 1, value))
+            if done:
+                log(f"  BC stopped after {step + 1} steps: check {value:.3f}")
+                stopped = True
+                break
+            if best is None or value > best[0]:
+                best = (value, step + 1, {k: v.detach().clone() for k, v in model.state_dict().items()})
+    kept = step + 1
+    if not stopped and best is not None and best[1] != kept:
+        model.load_state_dict(best[2])
+        kept = best[1]
+        log(f"  BC did not reach its target in {step + 1} steps: keeping the weights of step {kept} "
+            f"(check {best[0]:.3f}, the best)")
+    model.save_pretrained(out_dir)
+    tok.save_pretrained(out_dir)
+    return {"samples": len(data), "steps": step + 1, "checks": checks, "kept": kept}

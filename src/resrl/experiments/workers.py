@@ -1,0 +1,97 @@
+"""The experiments' one worker protocol: each method's run of an experiment, in this process or as
+worker processes of the job runner (`resrl.experiments.jobs.run_jobs`).
+
+    results = run_methods(out, task_name, cfg, labels, run_one, workers, inputs=...)
+
+With workers = 1 every `run_one(cfg, label, inputs)` runs here, one after the other. With more,
+the experiment's config and shared inputs are written to OUT/experiment.json (`layout.write_handoff`)
+and each label is one job `resrl demo --task T --out OUT --worker-run LABEL`: a process with one
+torch thread that reads the handoff, calls the experiment's own `run_one` (`worker_main`) and
+writes OUT/<run>/result.json (its done-marker), its output in OUT/<run>/worker.log. Meanwhile this
+process runs `while_waiting()` (e.g. the warm start's own evaluation).
+
+Either way each run's result is written to OUT/<run>/result.json and read back from there, so both
+modes hand the experiment the same values. Why the numbers do not depend on the mode: each run seeds
+itself (train.seed, its evaluation's seeds), loads its start from disk, and every process runs the
+same number of torch threads (tests/test_demo.py checks summary.json bit for bit).
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Callable, Sequence
+
+from resrl.experiments.layout import (RESULT_FILE, WORKER_LOG, read_handoff, read_result, run_dir, write_handoff,
+                                      write_result)
+
+# run_one(cfg, label, inputs) -> a JSON-able result dict
+RunOne = Callable[[object, str, dict], dict]
+
+
+def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run_one: RunOne, workers: int, *,
+                inputs: dict | None = None, say: Callable[[str], None] | None = None,
+                on_poll: Callable[[], None] | None = None, while_waiting: Callable[[], None] | None = None,
+                poll_s: float = 0.25) -> dict[str, dict]:
+    """{label: result} for every label, in `labels` order (see the module docstring). A new run
+    replaces an old one: the results of earlier runs in OUT are removed first. Raises RuntimeError
+    naming the failed runs and their logs once the others have finished."""
+    from resrl.experiments.jobs import Job, Step, run_jobs
+
+    out = Path(out)
+    inputs = dict(inputs or {})
+    for label in labels:  # a new start: nothing to resume
+        for stale in (RESULT_FILE, WORKER_LOG, "metrics.jsonl"):
+            (run_dir(out, label) / stale).unlink(missing_ok=True)
+    if workers <= 1:
+        if while_waiting is not None:
+            while_waiting()
+        for label in labels:
+            write_result(out, label, run_one(cfg, label, inputs))
+        return {label: read_result(out, label) for label in labels}
+
+    write_handoff(out, task_name, cfg, inputs)
+    jobs = [Job(f"RL {label}", [Step(["demo", "--task", task_name, "--out", str(out), "--worker-run", label],
+                                     run_dir(out, label) / RESULT_FILE)], run_dir(out, label) / WORKER_LOG)
+            for label in labels]
+    failure: list[BaseException] = []
+
+    def runner() -> None:
+        try:
+            run_jobs(jobs, workers, poll_s=poll_s, say=say, on_poll=on_poll)
+        except BaseException as exc:  # re-raised in the calling thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=runner, name="experiment-workers", daemon=True)
+    thread.start()
+    try:
+        if while_waiting is not None:
+            while_waiting()
+    finally:
+        thread.join()
+    if failure:
+        raise failure[0]
+    return {label: read_result(out, label) for label in labels}
+
+
+def worker_main(out: str | Path, label: str) -> int:
+    """`resrl demo --out OUT --worker-run LABEL`: one run of the experiment in OUT (its handoff),
+    by the experiment kind of its task (`resrl.experiments.kinds`)."""
+    import torch
+
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import experiment_kind
+
+    out = Path(out)
+    handoff = read_handoff(out)
+    kind = experiment_kind(get_demo_task(handoff["task"]))
+    cfg = kind.config_from_dict(handoff["config"])
+    if label not in cfg.algorithms:
+        raise ValueError(f"--worker-run {label!r}: not one of {list(cfg.algorithms)} in {out}")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    write_result(out, label, kind.run_one(cfg, label, handoff["inputs"]))
+    return 0
+
+
+__all__ = ["run_methods", "worker_main"]
