@@ -287,7 +287,7 @@ _REPO_PATH = re.compile(r"(?<![\w./~$:-])((?:src|configs|scripts|benchmarks|exam
 # A source file named inside src/resrl, in backticks: `core/loss.py`, `engines/rules.py`.
 _PACKAGE_FILE = re.compile(r"`((?:core|engines|train|eval|demo|diagnose|rewards|data|envs|models|tasks)/[\w/{},-]*\.py)`")
 # The worked example of a new family in development.md names files that do not exist yet.
-_HYPOTHETICAL = ("/sudoku", "test_sudoku.py")
+_HYPOTHETICAL = ("/sudoku", "test_sudoku.py", "sorting_task.py", "test_demo_sorting.py")  # development.md's examples
 
 
 def _expand_braces(path: str) -> list[str]:
