@@ -9,7 +9,7 @@
 
 A step of this shape takes 1.5-2 minutes on one thread of a shared 2-core machine, so the default
 (3 timed steps after a warm-up, 2 repeats, 3 variants: 24 steps) runs about 40 minutes there;
-`--steps 1 --repeats 1` (6 steps) about 11 (benchmarks/results/smollm2_step.md).
+`--steps 1 --repeats 1` (6 steps) about 10 (benchmarks/results/smollm2_step.md).
 
 The batch: `--prompts` prompts x `--group-size` samples per optimiser step, one micro-batch (one
 update per round), `--tokens` new tokens fixed (min_new_tokens = max_new_tokens) so every variant
@@ -123,7 +123,7 @@ def markdown_table(summary: dict[str, dict], base: str = BASE) -> str:
             sec, ratio = s["median_s"][c], s["ratio_to_base"][c]
             cells.append(f"{sec:.3f}" if label == base or ratio is None else f"{sec:.3f} ({ratio:.2f}×)")
         share = s["weights_share"]
-        cells.append("–" if share is None else f"{100 * share:.1f} %")
+        cells.append("–" if share is None else f"{100 * share:.3f} %")  # ResRL's weights: a few 0.01 %
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -179,7 +179,7 @@ def main(argv=None) -> None:
     for label in ("resrl aligned", "resrl extra-pass"):
         s = summary[label]
         print(f"{label} / GRPO (whole step): {s['ratio_to_base']['step']:.3f}; "
-              f"weights {100 * s['weights_share']:.1f} % of the step")
+              f"weights {100 * s['weights_share']:.3f} % of the step")
     print(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({

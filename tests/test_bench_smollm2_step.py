@@ -64,7 +64,7 @@ def test_summary_medians_ratios_and_weights_share(bench):
     assert e["weights_share"] == pytest.approx(1.5 / e["median_s"]["step"])
     table = bench.markdown_table(summary).splitlines()
     assert len(table) == 4 and table[0].startswith("| variant | generation | old logps | weights |")
-    assert "(15.00×)" in table[3] and table[3].endswith(f"| {100 * 1.5 / e['median_s']['step']:.1f} % |")
+    assert "(15.00×)" in table[3] and table[3].endswith(f"| {100 * 1.5 / e['median_s']['step']:.3f} % |")
 
 
 def test_prompts_are_one_or_two_digit_additions_with_the_boxed_instruction(bench):
