@@ -42,7 +42,22 @@ def variants(args):
     ]
 
 
-def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro):
+def interleaved(todo, repeats):
+    """(repeat, variant) in run order: even repeats in `todo`'s order, odd ones reversed, so that a
+    machine getting slower or faster during the run weighs on every variant alike."""
+    for r in range(repeats):
+        for item in (todo if r % 2 == 0 else list(reversed(todo))):
+            yield r, item
+
+
+def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dataset=None, reward=None,
+                  overrides=(), logging_steps=10_000):
+    """A trainer as `resrl train` would configure it (config -> GRPOConfig) on a fixed-length batch:
+    ResRLTrainer (`kind` "ours") or plain TRL GRPOTrainer ("trl"). `dataset` and `reward` default to
+    short arithmetic prompts and a parity reward (0 or 1 from the text: most groups mix both); `overrides` are more
+    config keys (`log.phase_times=true`, `model.dtype=...`). `args` needs steps, prompts, group_size
+    and tokens; the trainer runs `args.steps + 1` optimiser steps (the first is a warm-up)."""
+    import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOTrainer
@@ -57,24 +72,30 @@ def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro):
         f"train.max_steps={args.steps + 1}", f"train.rollout_prompts={args.prompts}",
         f"train.group_size={args.group_size}", f"train.micro_batch_size={micro}",
         f"train.max_completion_length={args.tokens}", "train.learning_rate=1e-4", "log.progress=false",
-        "log.report_to=[none]", f"engine.resrl_mode={mode}", "algorithm.resrl.rank=16"])
+        "log.report_to=[none]", f"engine.resrl_mode={mode}", "algorithm.resrl.rank=16", *overrides])
     grpo_config = grpo_args(cfg, 1, use_cpu=True)
     grpo_config.generation_kwargs = {"min_new_tokens": args.tokens}
-    grpo_config.logging_steps = 10_000  # keep the table readable (the Trainer prints every log)
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i % 7}="}], "answer": str(i)}
-                                 for i in range(64)])
-    reward = RewardAdapter(lambda c, a: [float(sum(map(ord, x)) % 2) for x in c], name="parity")
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
+    grpo_config.logging_steps = logging_steps  # 10_000: keep the table readable (the Trainer prints every log)
+    if dataset is None:
+        dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": f"{i}+{i % 7}="}], "answer": str(i)}
+                                     for i in range(64)])
+    if reward is None:
+        reward = RewardAdapter(lambda c, a: [float(sum(map(ord, x)) % 2) for x in c], name="parity")
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, cfg.model.dtype))
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     common = dict(model=model, reward_funcs=reward, args=grpo_config, train_dataset=dataset,
                   processing_class=tokenizer)
     if kind == "ours":
-        trainer = ResRLTrainer(**common, algorithm=cfg.algorithm, loss_config=cfg.loss, resrl_mode=mode)
-    else:
-        # TRL's "grpo" = per-sequence token mean, then batch mean (= ours here); ResRLTrainer refuses
-        # a loss_type it would ignore, so only plain TRL gets it
-        grpo_config.loss_type = "grpo"
-        trainer = GRPOTrainer(**common)
+        return ResRLTrainer(**common, algorithm=cfg.algorithm, loss_config=cfg.loss, resrl_mode=mode,
+                            phase_times=cfg.log.phase_times)
+    # TRL's "grpo" = per-sequence token mean, then batch mean (= ours here); ResRLTrainer refuses
+    # a loss_type it would ignore, so only plain TRL gets it
+    grpo_config.loss_type = "grpo"
+    return GRPOTrainer(**common)
+
+
+def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro):
+    trainer = build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro)
     gen_times = []
     real_generate = trainer._generate
 
@@ -115,13 +136,11 @@ def main() -> None:
         n_params = sum(p.numel() for p in model.parameters())
         results: dict[str, list[tuple[float, float]]] = {}
         todo = variants(args)
-        for r in range(args.repeats):
-            order = todo if r % 2 == 0 else list(reversed(todo))
-            for label, kind, algorithm, mode, micro in order:
-                res = run_variant(model_dir, Path(tmp) / f"out-{r}-{kind}-{algorithm}-{mode}", args,
-                                  kind, algorithm, mode, micro)
-                results.setdefault(label, []).append(res)
-                print(f"  repeat {r}: {label:18s} step {res[0]:.3f} s, train {res[1]:.3f} s", flush=True)
+        for r, (label, kind, algorithm, mode, micro) in interleaved(todo, args.repeats):
+            res = run_variant(model_dir, Path(tmp) / f"out-{r}-{kind}-{algorithm}-{mode}", args,
+                              kind, algorithm, mode, micro)
+            results.setdefault(label, []).append(res)
+            print(f"  repeat {r}: {label:18s} step {res[0]:.3f} s, train {res[1]:.3f} s", flush=True)
     best = {label: (min(r[0] for r in v), min(r[1] for r in v)) for label, v in results.items()}
     base = best["grpo (ours)"]
     print(f"\ntiny model {n_params / 1e6:.2f} M params; {args.prompts} prompts x G={args.group_size}, "

