@@ -10,7 +10,7 @@ import pytest
 from resrl.demo.tasks import DEMO_TASKS, build_task
 
 
-@pytest.mark.parametrize("name", sorted(n for n, t in DEMO_TASKS.items() if t.experiment == "supervised"))
+@pytest.mark.parametrize("name", sorted(n for n, t in DEMO_TASKS.items() if t.experiment != "steps"))
 @pytest.mark.parametrize("quick", [False, True])
 def test_the_dev_split_is_disjoint_from_the_held_out_split(name, quick):
     from dataclasses import replace
@@ -34,7 +34,7 @@ def test_the_agents_task_has_no_dev_split_and_says_so(tmp_path):
     from resrl.errors import InputError
     from resrl.experiments.command import run
 
-    assert {n for n, t in DEMO_TASKS.items() if t.experiment != "supervised"} == {"agents"}
+    assert {n for n, t in DEMO_TASKS.items() if t.experiment == "steps"} == {"agents"}
     for extra in (["--grid", "train.learning_rate=1e-4,3e-4"], ["--eval-split", "dev"]):
         with pytest.raises(InputError, match="no dev split"):
             run(build_parser().parse_args(["demo", "--task", "agents", "--quick", "--out", str(tmp_path), *extra]))

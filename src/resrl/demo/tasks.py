@@ -225,3 +225,20 @@ register_demo_task(DemoTask(
     name="agents", title="corridor agent (step layout)", config=_agents_config, experiment="steps",
     summary="a corridor game played step by step (env.layout=step, EnvPool): walk to the door of the task's colour and open it, not the decoy; "
             "held-out (length, goal) tasks; algorithms grpo,gigpo,empg,resrl by default"))
+
+
+# -- smollm2-arithmetic: a pretrained LM (resrl.demo.arithmetic_task, run by resrl.experiments.pretrained)
+
+def _register_arithmetic() -> None:
+    from resrl.demo.arithmetic_task import (ArithmeticConfig, ArithmeticTask, arithmetic_config, arithmetic_reward,
+                                            describe)
+
+    register_demo_task(DemoTask(
+        name="smollm2-arithmetic", title="additions, pretrained SmolLM2", config=arithmetic_config,
+        config_type=ArithmeticConfig, build=ArithmeticTask, reward=arithmetic_reward, target=None,
+        describe=describe, alphabet="", experiment="pretrained",
+        summary="SmolLM2-135M-Instruct (converted offline, no warm start) adds one- and two-digit numbers in its "
+                "chat template, answered in \\boxed{}, scored by Math-Verify; accuracy reported apart from format"))
+
+
+_register_arithmetic()

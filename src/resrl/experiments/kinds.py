@@ -5,6 +5,8 @@
     steps       resrl.experiments.steps  tiny model, behaviour cloning from an expert policy, RL per
                                          method with step-level rollouts (env.layout: step), the
                                          step-layout evaluator (resrl.eval.steps)
+    pretrained  resrl.experiments.pretrained  a pretrained LM (SmolLM2-135M-Instruct) with no warm start:
+                                         RL per method from the base model, accuracy apart from format
 
 Each module has the same surface, which `resrl demo` and the worker protocol use:
 
@@ -19,7 +21,8 @@ from __future__ import annotations
 
 import importlib
 
-KINDS = {"supervised": "resrl.experiments.demo", "steps": "resrl.experiments.steps"}
+KINDS = {"supervised": "resrl.experiments.demo", "steps": "resrl.experiments.steps",
+         "pretrained": "resrl.experiments.pretrained"}
 
 
 def experiment_kind(task):

@@ -1,0 +1,198 @@
+"""The pretrained-model demo task (`resrl demo --task smollm2-arithmetic`): short additions asked of
+SmolLM2-135M-Instruct in its chat template, answered in `\\boxed{}`, scored by the math family's
+verifier (Math-Verify). Run by the pretrained experiment, `resrl.experiments.pretrained`.
+
+    problem   "What is 7 + 58? Put the result in \\boxed{}."  (a user message; the model's chat template)
+    answer    "65"
+    reward    the `math` family reward (Math-Verify in its isolated pool): 1 when the final answer
+              equals the sum, in training and evaluation alike; an answer that is an expression
+              (`\\boxed{7+58}`, which Math-Verify evaluates) scores 0 (`states_a_number`)
+    format    a completion is well formatted when it holds a `\\boxed{...}` (`is_formatted`); accuracy,
+              format rate and accuracy among well-formatted completions are reported apart, so a
+              policy that only learns to write `\\boxed{}` shows up as format, not accuracy
+
+Each term's digit count is drawn per problem from `digits` (one- and two-digit terms by default:
+the range where the base model is right often enough for RL to have something to sharpen, and
+wrong often enough to leave room). The held-out split, the dev split (where each method's
+learning rate is chosen) and the training stream never meet (`ArithmeticTask`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass, field
+
+from resrl.data.problem import Problem
+from resrl.data.synthetic import HeldOutSplitTask
+from resrl.demo.config import RLConfig
+from resrl.eval.runner import EvalConfig
+
+INSTRUCTION = "Put the result in \\boxed{}."
+
+
+@dataclass
+class ArithmeticConfig:
+    """num_terms terms, each with a digit count drawn from `digits`; num_test held-out problems (the
+    dev split has as many); seed: the splits' and streams' seed (the demo's seed)."""
+
+    num_terms: int = 2
+    digits: tuple = (1, 2)
+    num_test: int = 64
+    seed: int = 0
+    instruction: str = INSTRUCTION
+
+    def __post_init__(self) -> None:
+        self.digits = tuple(int(d) for d in self.digits)
+        if self.num_terms < 2 or not self.digits or min(self.digits) < 1:
+            raise ValueError(f"ArithmeticConfig: num_terms must be >= 2 and digits >= 1, got {self.num_terms}, "
+                             f"{self.digits}")
+        space = (9 * 10 ** (max(self.digits) - 1) + 10 * (1 in self.digits)) ** self.num_terms
+        if not 1 <= self.num_test <= space // 4:
+            raise ValueError(f"ArithmeticConfig.num_test must be in [1, {space // 4}] (a quarter of the distinct "
+                             f"problems: the held-out and dev splits must leave training problems), got {self.num_test}")
+
+
+def _term(rng: random.Random, digits: int) -> int:
+    return rng.randint(0 if digits == 1 else 10 ** (digits - 1), 10 ** digits - 1)
+
+
+class ArithmeticTask(HeldOutSplitTask):
+    """Additions with a held-out split, a dev split of as many problems, and a training stream that
+    meets neither (`train_problems` skips both)."""
+
+    stream_prefix = "resrl-arith"
+
+    def __init__(self, config: ArithmeticConfig | None = None) -> None:
+        super().__init__(config or ArithmeticConfig())
+        self._dev_keys = {self.split_key(p) for p in self.dev_split(self.config.num_test)}
+
+    def draw_problem(self, rng: random.Random) -> Problem:
+        terms = tuple(_term(rng, rng.choice(self.config.digits)) for _ in range(self.config.num_terms))
+        question = "What is " + " + ".join(map(str, terms)) + "?"
+        if self.config.instruction:
+            question += " " + self.config.instruction
+        return Problem(id="+".join(map(str, terms)), prompt=[{"role": "user", "content": question}],
+                       answer=str(sum(terms)), data_source="smollm2-arithmetic", extra={"terms": list(terms)})
+
+    def split_key(self, problem: Problem):
+        return tuple(problem.extra["terms"])
+
+    def train_problems(self, n: int, stream: str | int = "train") -> list[Problem]:
+        """`n` training problems: never held out, never in the dev split."""
+        if n < 0:
+            raise ValueError(f"train_problems: n must be >= 0, got {n}")
+        rng = random.Random(f"{self.stream_prefix}-{stream}-{self.config.seed}")
+        out = []
+        while len(out) < n:
+            problem = self.draw_problem(rng)
+            key = self.split_key(problem)
+            if key not in self._test_keys and key not in self._dev_keys:
+                out.append(problem)
+        return out
+
+
+def is_formatted(completion: str) -> bool:
+    """The answer format the instruction asks for: a `\\boxed{...}` with something in it."""
+    from resrl.rewards.exact import last_boxed
+
+    boxed = last_boxed(completion)
+    return boxed is not None and boxed.strip() != ""
+
+
+_NUMERAL = re.compile(r"[-+]?\d+(?:\.0*)?")
+_OPERATOR = re.compile(r"[+*/×÷^]|\d\s*-\s*\d|\\(?:frac|times|cdot|div)")
+
+
+def states_a_number(completion: str) -> bool:
+    """Whether the final answer is a number, not an expression the verifier would evaluate: the last
+    `\\boxed{}` holds a numeral (`65`, `65.0`; `\\text{}` and `$` removed), or, with no box, the text
+    after the last "=" of the last line holds no arithmetic operator. Math-Verify compares answers
+    symbolically, so `\\boxed{7+58}` — the question's own terms — equals 65 and would earn the reward
+    without the sum being done."""
+    from resrl.rewards.exact import last_boxed
+
+    boxed = last_boxed(completion)
+    if boxed is not None:
+        text = re.sub(r"\\text\{([^{}]*)\}", r"\1", boxed).replace("$", "").replace(" ", "").rstrip(".")
+        return bool(_NUMERAL.fullmatch(text))
+    lines = [line for line in completion.strip().splitlines() if line.strip()]
+    return bool(lines) and not _OPERATOR.search(lines[-1].rsplit("=", 1)[-1])
+
+
+_REWARD = None
+
+
+def arithmetic_reward(completions: list[str], answers: list[str]) -> list[float]:
+    """The math family's verifier (`resrl.tasks.rewards`, name `math`: Math-Verify in an isolated
+    pool, one per process), on completions whose final answer is a number (`states_a_number`): 1.0
+    when it equals the sum, 0.0 otherwise."""
+    global _REWARD
+    if _REWARD is None:
+        from resrl.tasks.rewards import load_reward_function
+
+        _REWARD = load_reward_function("math")
+    scores = _REWARD(completions, answers)
+    return [float(s) if states_a_number(c) else 0.0 for c, s in zip(completions, scores)]
+
+
+def describe(t: ArithmeticConfig) -> str:
+    return f"{t.num_terms} terms of {' or '.join(map(str, t.digits))} digits, answered in \\boxed{{}}"
+
+
+def arithmetic_eval_config(**overrides) -> EvalConfig:
+    """The evaluation of the pretrained demo: the chat template, the problem's own instruction (none
+    added), sampling at the training temperature."""
+    settings = dict(n=16, temperature=1.0, top_p=1.0, max_new_tokens=48, batch_size=64, seed=1234,
+                    use_chat_template=True, instruction="", raw_prompts=False, progress=False, plot=False)
+    settings.update(overrides)
+    return EvalConfig(**settings)
+
+
+# GRPO, ResRL as the paper sets it, ResRL with full-weight positives (λ_pos = 1), ResRL with the
+# `token` alignment, and NSR (negative samples only: ResRL's update is mostly negative at λ_pos = 0.1)
+PRETRAINED_ALGORITHMS = ("grpo", "resrl", "resrl/resrl.pos_scale=1.0", "resrl/resrl.hidden_alignment=token", "nsr")
+
+
+@dataclass
+class PretrainedDemoConfig:
+    """The pretrained-model demo's settings (`resrl.experiments.pretrained`).
+
+    model_dir   where SmolLM2-135M-Instruct is converted once (`resrl convert-smollm2`), shared by
+                every seed and grid point; each run's OUT/warm_start links to it
+    rl          the RL budget of every method: 4 prompts x 8 samples per step (a group of 8 has a
+                positive and a negative at accuracies from ~10 % to ~90 %), 48 new tokens (the base
+                model's worked answers to one- and two-digit sums fit; longer ones are cut and score 0),
+                temperature 1, lr 1e-5 (a method's own where its label sets train.learning_rate)
+    eval        16 samples per problem at the training temperature, 48 new tokens, the chat template
+    """
+
+    out: str = "runs/demo-smollm2"
+    algorithms: tuple[str, ...] = PRETRAINED_ALGORITHMS
+    seed: int = 0
+    task_name: str = "smollm2-arithmetic"
+    task: ArithmeticConfig = field(default_factory=ArithmeticConfig)
+    model_dir: str = "runs/models/smollm2-135m-instruct"
+    rl: RLConfig = field(default_factory=lambda: RLConfig(steps=20, learning_rate=1e-5, rollout_prompts=4,
+                                                          group_size=8, temperature=1.0, max_completion_length=48))
+    eval: EvalConfig = field(default_factory=arithmetic_eval_config)
+    threads: int | None = 1
+    is_quick: bool = False
+    eval_split: str = "test"
+
+    @classmethod
+    def quick(cls, **overrides) -> "PretrainedDemoConfig":
+        """A smoke run: 8 problems, 2 RL steps of 2 prompts x 4 samples, 16 new tokens, 2 samples per problem."""
+        cfg = cls(task=ArithmeticConfig(num_test=8), algorithms=("grpo", "resrl"),
+                  rl=RLConfig(steps=2, learning_rate=1e-5, rollout_prompts=2, group_size=4, temperature=1.0,
+                              max_completion_length=16),
+                  eval=arithmetic_eval_config(n=2, max_new_tokens=16), is_quick=True)
+        return cls(**{**cfg.__dict__, **overrides})
+
+
+def arithmetic_config(quick: bool = False) -> PretrainedDemoConfig:
+    return PretrainedDemoConfig.quick() if quick else PretrainedDemoConfig()
+
+
+__all__ = ["states_a_number", "ArithmeticConfig", "ArithmeticTask", "PretrainedDemoConfig", "PRETRAINED_ALGORITHMS", "arithmetic_config", "INSTRUCTION", "arithmetic_reward", "is_formatted", "describe",
+           "arithmetic_eval_config"]
