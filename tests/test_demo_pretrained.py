@@ -109,3 +109,8 @@ def test_quick_pretrained_demo_end_to_end(tmp_path):
     steps = [json.loads(line) for line in (out / "resrl" / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps if "loss" in s] == [1, 2] and summary["results"]["resrl"]["resrl_mode"]
     assert (out / "report.md").read_text().count("| base model |") == 1
+    # a second call with the same settings keeps the finished run and the evaluations' records
+    stamp = (out / "resrl" / "result.json").stat().st_mtime_ns
+    again = run(cfg, workers=1)
+    assert (out / "resrl" / "result.json").stat().st_mtime_ns == stamp
+    assert again["results"] == summary["results"]

@@ -97,3 +97,42 @@ def test_compare_keeps_a_finished_run_and_names_a_failed_one(tmp_path, capsys):
     log = seed_dir(run_dir(out, bad), 0) / "console.log"
     assert failed[f"{bad} seed 0"] == f"exit 2, see {log}"
     assert "resrl train: error: config key 'train.learning_rate' must be > 0" in log.read_text()
+
+
+def test_run_methods_resumes_only_the_runs_finished_under_the_same_settings(tmp_path):
+    """With resume, a finished run (result.json, same task / config / inputs) is kept; a missing one
+    runs; any change of settings reruns everything, each discarded run reported to on_discard."""
+    from dataclasses import dataclass, replace
+
+    from resrl.experiments.workers import run_methods
+
+    @dataclass
+    class Cfg:
+        lr: float = 1e-4
+        algorithms: tuple = ("a", "b/x=1")
+
+    calls, discarded, said = [], [], []
+
+    def one(cfg, label, inputs):
+        calls.append(label)
+        return {"label": label, "lr": cfg.lr, "inputs": inputs}
+
+    def go(cfg, inputs=None):
+        return run_methods(tmp_path, "t", cfg, cfg.algorithms, one, 1, inputs=inputs or {"d": 1}, resume=True,
+                           on_discard=discarded.append, say=said.append)
+
+    assert go(Cfg())["b/x=1"] == {"label": "b/x=1", "lr": 1e-4, "inputs": {"d": 1}}
+    assert calls == ["a", "b/x=1"]
+    (run_dir(tmp_path, "b/x=1") / RESULT_FILE).unlink()  # killed before b finished
+    calls.clear(), discarded.clear()
+    go(Cfg())
+    assert calls == ["b/x=1"] and discarded == ["b/x=1"] and said[-1] == "already done (kept): a"
+    calls.clear(), discarded.clear()
+    go(replace(Cfg(), lr=3e-4))  # other settings: nothing kept
+    assert calls == ["a", "b/x=1"] and discarded == ["a", "b/x=1"]
+    calls.clear()
+    go(replace(Cfg(), lr=3e-4), inputs={"d": 2})  # other inputs: nothing kept
+    assert calls == ["a", "b/x=1"]
+    calls.clear()
+    run_methods(tmp_path, "t", Cfg(lr=3e-4), ("a", "b/x=1"), one, 1, inputs={"d": 2})  # resume off: reruns
+    assert calls == ["a", "b/x=1"]

@@ -10,7 +10,9 @@ the pretrained model is the start — every stage one of the library's parts.
 The methods' runs are the supervised experiment's own (`resrl.experiments.demo.run_one`: the same
 RL run and evaluation, from OUT/warm_start, which here is the base model), in this process or as
 worker processes (`resrl.experiments.workers.run_methods`). `--seeds` and `--grid` work as for
-every demo task; the base model is the "warm start" policy every method is paired with.
+every demo task; the base model is the "warm start" policy every method is paired with. A killed
+run continues: the same command keeps every method whose run finished (same settings) and resumes
+every evaluation from its records.
 """
 
 from __future__ import annotations
@@ -138,7 +140,8 @@ def run(cfg: PretrainedDemoConfig, workers: int | None = None) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "demo.log"
     log_path.write_text("")
-    shutil.rmtree(out / "eval", ignore_errors=True)  # this run's policies are new: no evaluation to resume
+    # resumable: the base model never changes, so a method's finished run (its result.json under the same
+    # settings) is kept, and every evaluation resumes from its own records; a run done afresh loses its old ones
     console = Console(file=sys.stdout)
     display = Display(console)
     t_start = time.perf_counter()
@@ -174,7 +177,8 @@ def run(cfg: PretrainedDemoConfig, workers: int | None = None) -> dict:
 
         t1 = time.perf_counter()
         results = run_methods(out, cfg.task_name, cfg, cfg.algorithms, one, workers, say=display.say,
-                              while_waiting=evaluate_base)
+                              while_waiting=evaluate_base, resume=True,
+                              on_discard=lambda algo: shutil.rmtree(eval_dir(out, algo), ignore_errors=True))
         if workers > 1:
             timings["RL runs + evaluations (parallel)"] = time.perf_counter() - t1
         records = {algo: read_record(out, algo, results[algo]) for algo in cfg.algorithms}

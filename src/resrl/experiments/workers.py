@@ -18,6 +18,7 @@ same number of torch threads (tests/test_demo.py checks summary.json bit for bit
 
 from __future__ import annotations
 
+import json
 import threading
 from pathlib import Path
 from typing import Callable, Sequence
@@ -32,28 +33,48 @@ RunOne = Callable[[object, str, dict], dict]
 def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run_one: RunOne, workers: int, *,
                 inputs: dict | None = None, say: Callable[[str], None] | None = None,
                 on_poll: Callable[[], None] | None = None, while_waiting: Callable[[], None] | None = None,
-                poll_s: float = 0.25) -> dict[str, dict]:
-    """{label: result} for every label, in `labels` order (see the module docstring). A new run
-    replaces an old one: the results of earlier runs in OUT are removed first. Raises RuntimeError
-    naming the failed runs and their logs once the others have finished."""
+                poll_s: float = 0.25, resume: bool = False, on_discard: Callable[[str], None] | None = None
+                ) -> dict[str, dict]:
+    """{label: result} for every label, in `labels` order (see the module docstring). Raises
+    RuntimeError naming the failed runs and their logs once the others have finished.
+
+    By default a new run replaces an old one (a new warm start: nothing to resume): the results of
+    earlier runs in OUT are removed first. With `resume`, a run whose result.json is there from an
+    earlier call with the same task, config and inputs (OUT/experiment.json) is kept and not rerun;
+    `on_discard(label)` is called for each run that will run afresh (e.g. to remove its evaluation)."""
     from resrl.experiments.jobs import Job, Step, run_jobs
+    from resrl.experiments.layout import HANDOFF_FILE, config_to_dict
 
     out = Path(out)
     inputs = dict(inputs or {})
-    for label in labels:  # a new start: nothing to resume
+    if say is None:
+        say = print
+    keep = set()
+    if resume and (out / HANDOFF_FILE).is_file():
+        before = read_handoff(out)
+        if before == {"task": task_name, "config": config_to_dict(cfg), "inputs": json.loads(json.dumps(inputs))}:
+            keep = {label for label in labels if (run_dir(out, label) / RESULT_FILE).is_file()}
+    for label in labels:
+        if label in keep:
+            continue
         for stale in (RESULT_FILE, WORKER_LOG, "metrics.jsonl"):
             (run_dir(out, label) / stale).unlink(missing_ok=True)
+        if on_discard is not None:
+            on_discard(label)
+    if keep:
+        say(f"already done (kept): {', '.join(label for label in labels if label in keep)}")
+    write_handoff(out, task_name, cfg, inputs)
+    todo = [label for label in labels if label not in keep]
     if workers <= 1:
         if while_waiting is not None:
             while_waiting()
-        for label in labels:
+        for label in todo:
             write_result(out, label, run_one(cfg, label, inputs))
         return {label: read_result(out, label) for label in labels}
 
-    write_handoff(out, task_name, cfg, inputs)
     jobs = [Job(f"RL {label}", [Step(["demo", "--task", task_name, "--out", str(out), "--worker-run", label],
                                      run_dir(out, label) / RESULT_FILE)], run_dir(out, label) / WORKER_LOG)
-            for label in labels]
+            for label in todo]
     failure: list[BaseException] = []
 
     def runner() -> None:
