@@ -47,7 +47,8 @@ class ArithmeticConfig:
         if self.num_terms < 2 or not self.digits or min(self.digits) < 1:
             raise ValueError(f"ArithmeticConfig: num_terms must be >= 2 and digits >= 1, got {self.num_terms}, "
                              f"{self.digits}")
-        space = (9 * 10 ** (max(self.digits) - 1) + 10 * (1 in self.digits)) ** self.num_terms
+        values = sum(10 if d == 1 else 9 * 10 ** (d - 1) for d in set(self.digits))  # one digit: 0-9
+        space = values ** self.num_terms
         if not 1 <= self.num_test <= space // 4:
             raise ValueError(f"ArithmeticConfig.num_test must be in [1, {space // 4}] (a quarter of the distinct "
                              f"problems: the held-out and dev splits must leave training problems), got {self.num_test}")
