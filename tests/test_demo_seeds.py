@@ -105,3 +105,18 @@ def test_demo_seeds_end_to_end_quick(tmp_path):
     stamp = (tmp_path / "seed-3" / "summary.json").stat().st_mtime
     assert main(args) == 0  # resumed: nothing rerun
     assert (tmp_path / "seed-3" / "summary.json").stat().st_mtime == stamp
+
+
+def test_the_multiseed_table_keeps_its_columns_when_a_policy_lacks_a_metric(tmp_path):
+    """The pretrained demo's base model may have no \\boxed{} answer on a seed (accuracy among
+    formatted answers: null): its cell is a dash, every row keeps the header's columns."""
+    def summary(base_af, rl_af):
+        res = lambda avg, af: {"greedy": avg, "avg": avg, "pass_at": {"1": avg, "2": avg + 0.1}, "format_rate": 0.5,
+                               "accuracy_formatted": af, "truncated": 0.1}
+        return {"results": {"warm start": res(0.1, base_af), "grpo": res(0.4, rl_af)}}
+
+    files = write_multiseed(tmp_path, {0: summary(None, 0.6), 1: summary(0.2, 0.7)}, baseline="grpo")
+    table = [line for line in files[0].read_text().splitlines() if line.startswith("|")]
+    assert "accuracy among formatted" in table[0] and "format rate" in table[0]
+    assert len({line.count("|") for line in table}) == 1
+    assert any(line.startswith("| warm start |") and "—" in line for line in table)

@@ -26,10 +26,14 @@ PerSeed = dict
 
 
 def metrics_of(result: dict) -> dict[str, float]:
-    """Flat metrics of one policy's entry in a demo summary.json: greedy, Avg@n, Pass@k."""
+    """Flat metrics of one policy's entry in a demo summary.json: greedy, Avg@n, Pass@k (and the
+    pretrained demo's format rate, accuracy among formatted answers and truncation)."""
     out = {"greedy": float(result["greedy"]), "avg": float(result["avg"])}
     for k, v in result.get("pass_at", {}).items():
         out[f"pass@{k}"] = float(v)
+    for key in ("format_rate", "accuracy_formatted", "truncated"):  # the pretrained demo's, where present
+        if result.get(key) is not None:
+            out[key] = float(result[key])
     return out
 
 
@@ -108,15 +112,18 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
         return f"{d['mean']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"
 
     first = next(iter(agg.values()))
-    metrics = ["greedy", "avg"] + sorted((m for m in first if m.startswith("pass@")), key=lambda m: int(m[5:]))
-    names = {"greedy": "greedy", "avg": "Avg@n"}
+    present = {m for d in agg.values() for m in d}  # a policy may lack one (no formatted answer on some seed)
+    metrics = ["greedy", "avg"] + [m for m in ("format_rate", "accuracy_formatted", "truncated") if m in present] + sorted(
+        (m for m in first if m.startswith("pass@")), key=lambda m: int(m[5:]))
+    names = {"greedy": "greedy", "avg": "Avg@n", "format_rate": "format rate",
+             "accuracy_formatted": "accuracy among formatted", "truncated": "truncated"}
     lines = [f"# Demo over {len(seeds)} seeds ({', '.join(map(str, seeds))})", "",
              "Mean over seeds and 95 % Student-t interval over seeds (each seed: its own model initialisation, "
              "warm start, held-out split and sampling; every policy of a seed is evaluated on that seed's split).", "",
              "| policy | " + " | ".join(names.get(m, m.replace("pass@", "Pass@")) for m in metrics) + " |",
              "|---|" + "---|" * len(metrics)]
     for p, d in agg.items():
-        lines.append(f"| {p} | " + " | ".join(cell(d[m]) for m in metrics if m in d) + " |")
+        lines.append(f"| {p} | " + " | ".join(cell(d[m]) if m in d else "—" for m in metrics) + " |")
     for ref, diffs in paired.items():
         if not diffs:
             continue
@@ -126,7 +133,7 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
                   + " |", "|---|" + "---|" * len(metrics)]
         for p, d in diffs.items():
             lines.append(f"| {p} | " + " | ".join(
-                f"{cell(d[m])} ({d[m]['wins']}/{d[m]['n']})" for m in metrics if m in d) + " |")
+                f"{cell(d[m])} ({d[m]['wins']}/{d[m]['n']})" if m in d else "—" for m in metrics) + " |")
     (out / "multiseed.md").write_text("\n".join(lines) + "\n")
 
     from resrl.demo.evaluate import HELD_OUT
