@@ -12,14 +12,14 @@ import argparse
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "demo",
-        help="offline demo: warm-start a tiny model on a task (--task: math, code, tools, ...), RL with each "
-             "algorithm, report + plots",
-        description="Builds a tiny Qwen3 model and a task (--task; chained addition by default), warm-starts it, "
-                    "trains it with "
-                    "each algorithm from the same warm start (same seed and budget), evaluates Avg@k / Pass@k "
-                    "on a held-out split and writes report.md and PNG plots. Fully offline. On 2 CPU cores: about "
-                    "6 minutes with the RL runs in parallel (the default; measured 351 s with another job on "
-                    "the same cores); --quick: about 15-20 s.",
+        help="offline demo: an experiment on a task (--task: math, code, tools, agents, smollm2-arithmetic, ...), "
+             "RL with each algorithm, report + plots",
+        description="Runs an experiment (resrl.experiments) on a demo task (--task; chained addition by default): "
+                    "a tiny Qwen3 model warm-started on the task (or, for smollm2-arithmetic, the pretrained "
+                    "SmolLM2-135M-Instruct), trained with each algorithm from the same start (same seed and "
+                    "budget), evaluated (Avg@k / Pass@k) on a held-out split; writes report.md and PNG plots. "
+                    "Fully offline. The default task on 2 CPU cores: under 10 minutes with the RL runs in "
+                    "parallel (the default); --quick: about 15-20 s.",
     )
     from resrl.demo.tasks import DEFAULT_TASK, DEMO_TASKS
 
@@ -29,8 +29,9 @@ def register(subparsers) -> None:
                         + "; ".join(f"{t.name}: {t.summary}" for t in DEMO_TASKS.values()))
     p.add_argument("--algorithms", default=None,
                    help="comma-separated algorithm names, or variants name/key=value (e.g. "
-                        "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: the task's own "
-                        "(grpo,w-reinforce,resrl; agents: grpo,gigpo,empg,resrl)")
+                        "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: the task's own list "
+                        "(math and most tasks: grpo,w-reinforce,resrl; agents: grpo,gigpo,empg,resrl; "
+                        "smollm2-arithmetic: grpo, resrl, two ResRL variants, nsr)")
     p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
     p.add_argument("--seeds", default=None,
                    help="several seeds, e.g. 0,1,2: one demo process per seed in OUT/seed-S (resumable: finished "
@@ -45,7 +46,7 @@ def register(subparsers) -> None:
     p.add_argument("--lr", type=float, default=None, help="RL learning rate (default: 1e-4)")
     p.add_argument("--eval-samples", type=int, default=None, help="samples per held-out problem (default: 16)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
-                   help="choose each algorithm's setting first: every (algorithm, value) from one warm start of the "
+                   help="choose each algorithm's setting first: every (algorithm, value) from one start of the "
                         "first seed, evaluated on the dev split (disjoint from the held-out one) in OUT/dev; each "
                         "algorithm's best Avg@n there then runs on every seed (--seeds) and is reported on the "
                         "held-out split, e.g. --grid train.learning_rate=3e-5,1e-4,3e-4 (repeat for a product)")
@@ -120,7 +121,7 @@ def run_grid(args: argparse.Namespace) -> int:
     labels = {m: [(pt, with_settings(m, pt)) for pt in grid] for m in methods}
     every = ",".join(label for m in methods for _, label in labels[m])
     print(f"choosing {', '.join(grid[0])} for {', '.join(methods)} on the dev split (seed {seeds[0]}, "
-          f"{len(methods) * len(grid)} RL runs from one warm start) in {out / 'dev'}", flush=True)
+          f"{len(methods) * len(grid)} RL runs from one start) in {out / 'dev'}", flush=True)
     from resrl.experiments.jobs import default_workers
 
     inner = args.workers or default_workers(len(methods) * len(grid), quick=args.quick)
