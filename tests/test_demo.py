@@ -174,7 +174,7 @@ def _png(path):
 
 
 def test_demo_config_survives_the_workers_json():
-    """The worker processes read the demo's settings back from OUT/demo_config.json: every field,
+    """The worker processes read the demo's settings back from OUT/experiment.json: every field,
     nested sections and tuples included, comes back equal."""
     from dataclasses import replace
 

@@ -83,7 +83,7 @@ def test_cheap_outputs_earn_nothing():
 @pytest.mark.slow
 def test_code_quick_demo_end_to_end(tmp_path):
     """`resrl demo --task code --quick`: warm start, RL in two worker processes (which rebuild the task
-    from OUT/demo_config.json), evaluation in the sandbox, report and summary."""
+    from OUT/experiment.json), evaluation in the sandbox, report and summary."""
     import contextlib
     import io
 

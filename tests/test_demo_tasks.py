@@ -152,7 +152,7 @@ def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
 @pytest.mark.slow
 def test_hard_quick_demo_end_to_end(tmp_path):
     """`resrl demo --task math-hard --quick` runs the whole pipeline on the tiers task, its RL runs in
-    two worker processes (which rebuild the task from OUT/demo_config.json)."""
+    two worker processes (which rebuild the task from OUT/experiment.json)."""
     import contextlib
     import io
 

@@ -4,7 +4,7 @@ A demo task is data: what an experiment (`resrl.experiments.kinds`) needs to kno
 
     config(quick)       the demo's settings for this task (task shape, warm start, RL and evaluation
                         budgets): a `DemoConfig`, full or `--quick`
-    config_type         the dataclass of `DemoConfig.task` (a worker rebuilds it from demo_config.json)
+    config_type         the dataclass of `DemoConfig.task` (a worker rebuilds it from OUT/experiment.json)
     build(task_config)  the problem generator: `.test` (the held-out split) and
                         `.train_problems(n, stream)` (training streams that never meet the split)
     reward              f(completions, answers) -> rewards, for training and evaluation alike
