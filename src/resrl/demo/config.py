@@ -37,6 +37,7 @@ class RLConfig:
     group_size: int = 8
     temperature: float = 1.0
     max_completion_length: int = 16
+    micro_batch_size: int | None = None  # completions per forward/backward (a memory knob); None: a whole update
 
 
 @dataclass
