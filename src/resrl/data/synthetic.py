@@ -129,6 +129,7 @@ class HeldOutSplitTask:
             test.setdefault(self.split_key(problem), problem)
         self.test: list[Problem] = list(test.values())
         self._test_keys = set(test)
+        self._not_for_training = self._test_keys  # the keys `train_problems` skips (a subclass may add its dev split)
 
     def draw_problem(self, rng: random.Random) -> Problem:
         raise NotImplementedError
@@ -145,7 +146,7 @@ class HeldOutSplitTask:
         out = []
         while len(out) < n:
             problem = self.draw_problem(rng)
-            if self.split_key(problem) not in self._test_keys:
+            if self.split_key(problem) not in self._not_for_training:
                 out.append(problem)
         return out
 

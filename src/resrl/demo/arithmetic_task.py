@@ -66,7 +66,8 @@ class ArithmeticTask(HeldOutSplitTask):
 
     def __init__(self, config: ArithmeticConfig | None = None) -> None:
         super().__init__(config or ArithmeticConfig())
-        self._dev_keys = {self.split_key(p) for p in self.dev_split(self.config.num_test)}
+        # `train_problems` skips the dev split as well as the held-out one
+        self._not_for_training = self._test_keys | {self.split_key(p) for p in self.dev_split(self.config.num_test)}
 
     def draw_problem(self, rng: random.Random) -> Problem:
         terms = tuple(_term(rng, rng.choice(self.config.digits)) for _ in range(self.config.num_terms))
@@ -79,18 +80,6 @@ class ArithmeticTask(HeldOutSplitTask):
     def split_key(self, problem: Problem):
         return tuple(problem.extra["terms"])
 
-    def train_problems(self, n: int, stream: str | int = "train") -> list[Problem]:
-        """`n` training problems: never held out, never in the dev split."""
-        if n < 0:
-            raise ValueError(f"train_problems: n must be >= 0, got {n}")
-        rng = random.Random(f"{self.stream_prefix}-{stream}-{self.config.seed}")
-        out = []
-        while len(out) < n:
-            problem = self.draw_problem(rng)
-            key = self.split_key(problem)
-            if key not in self._test_keys and key not in self._dev_keys:
-                out.append(problem)
-        return out
 
 
 def is_formatted(completion: str) -> bool:

@@ -31,7 +31,7 @@ from resrl.errors import InputError
 from resrl.experiments.layout import config_from_dict as _from_dict
 from resrl.experiments.layout import jsonable, read_result, run_dir, run_dir_name
 from resrl.experiments.warmstart import warm_start
-from resrl.experiments.workers import run_methods
+from resrl.experiments.workers import method_workers, run_methods
 
 
 def _console():
@@ -245,39 +245,39 @@ def _follow_metrics(display: Display, bar, path: Path, seen: dict, algo: str, st
         display.update(bar, completed=done, info=rl_info(entry) + ("  evaluating" if done >= steps else ""))
 
 
-def default_workers(cfg: DemoConfig) -> int:
-    """Worker processes for the RL runs when `--workers` is not given (`jobs.default_workers`)."""
-    from resrl.experiments.jobs import default_workers as jobs_default
+def check_methods(cfg, workers: int | None) -> int:
+    """Before anything runs: every method is a registry algorithm whose variant settings make a valid
+    training config, `workers` (None: `method_workers`) is >= 1; returns the workers to use (at most
+    one per method) and sets this process's torch threads (process-wide: the demo is its own process)."""
+    import torch
 
-    return jobs_default(len(cfg.algorithms), quick=cfg.is_quick)
+    unknown = [a for a in cfg.algorithms if a.split("/")[0] not in _algorithm_names()]
+    if unknown or not cfg.algorithms:
+        raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(_algorithm_names())}, "
+                         "optionally with /key=value settings)")
+    for algo in cfg.algorithms:  # a bad variant setting fails here
+        train_config(cfg, algo, Path(cfg.out) / run_dir_name(algo))
+    workers = method_workers(cfg) if workers is None else workers
+    if workers < 1:
+        raise InputError(f"--workers must be >= 1, got {workers}")
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    return min(workers, len(cfg.algorithms))
 
 
 
 def run_demo(cfg: DemoConfig, workers: int | None = None) -> dict:
     """Run everything; returns the summary written to `out/summary.json`.
 
-    workers: processes for the RL runs (None: `default_workers`). With 1 every phase runs in this
+    workers: processes for the RL runs (None: `method_workers`). With 1 every phase runs in this
     process, one after the other. With more, once the warm start is saved, each algorithm's RL run
     and its evaluation is a worker process (`resrl.experiments.workers`, one torch thread each, at most
     `workers` at once) while this process evaluates the warm start and runs the ω analysis. Each
     run has its own seed and starts from the saved warm start, so every number is the same either
     way (tested bit for bit); only the timings differ."""
-    import torch
-
     from resrl.models.tiny import build_tiny_model
 
-    unknown = [a for a in cfg.algorithms if a.split("/")[0] not in _algorithm_names()]
-    if unknown or not cfg.algorithms:
-        raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(_algorithm_names())}, "
-                         "optionally with /key=value settings)")
-    for algo in cfg.algorithms:  # a bad variant setting fails here, before the warm start
-        train_config(cfg, algo, Path(cfg.out) / run_dir_name(algo))
-    workers = default_workers(cfg) if workers is None else workers
-    if workers < 1:
-        raise InputError(f"--workers must be >= 1, got {workers}")
-    workers = min(workers, len(cfg.algorithms))
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)  # process-wide: the demo is its own process
+    workers = check_methods(cfg, workers)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "demo.log"
@@ -408,5 +408,5 @@ def run_demo(cfg: DemoConfig, workers: int | None = None) -> dict:
 
 run = run_demo  # the experiment kind's one-seed entry (resrl.experiments.kinds)
 
-__all__ = ["run", "run_demo", "config", "config_from_args", "run_one", "train_and_evaluate", "train_config", "config_from_dict", "default_workers",
+__all__ = ["run", "run_demo", "config", "config_from_args", "run_one", "train_and_evaluate", "train_config", "config_from_dict", "check_methods",
            "eval_problems", "eval_dir", "RunRecord"]

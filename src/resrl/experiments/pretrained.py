@@ -20,16 +20,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from resrl.demo.arithmetic_task import PretrainedDemoConfig, is_formatted
 from resrl.errors import InputError
-from resrl.experiments.demo import _evaluate, _quiet, eval_dir, eval_problems, read_record, run_one, train_config
+from resrl.experiments.demo import (_console, _evaluate, _quiet, check_methods, eval_dir, eval_problems, read_record,
+                                    run_one)
 from resrl.experiments.layout import config_from_dict as _from_dict
-from resrl.experiments.layout import jsonable, run_dir_name
+from resrl.experiments.layout import jsonable
 from resrl.experiments.workers import run_methods
 
 BASE = "warm start"  # the base model's policy name in summary.json (what --seeds pairs every method with)
@@ -50,12 +50,6 @@ def config_from_dict(d: dict) -> PretrainedDemoConfig:
     from resrl.demo.tasks import get_demo_task
 
     return _from_dict(PretrainedDemoConfig, d, sections={"task": get_demo_task(d["task_name"]).config_type})
-
-
-def default_workers(cfg: PretrainedDemoConfig) -> int:
-    from resrl.experiments.jobs import default_workers as jobs_default
-
-    return jobs_default(len(cfg.algorithms), quick=cfg.is_quick)
 
 
 # -- the base model -----------------------------------------------------------------------------------
@@ -117,32 +111,19 @@ def format_metrics(sampled_dir: str | Path) -> dict[str, float]:
 def run(cfg: PretrainedDemoConfig, workers: int | None = None) -> dict:
     """One seed, end to end; returns the summary written to OUT/summary.json."""
     import torch
-    from rich.console import Console
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from resrl.core.registry import ALGORITHMS
     from resrl.demo.display import Display, print_table
     from resrl.demo.tasks import build_task, get_demo_task
 
-    unknown = [a for a in cfg.algorithms if a.split("/")[0] not in ALGORITHMS]
-    if unknown or not cfg.algorithms:
-        raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(ALGORITHMS)}, optionally with "
-                         "/key=value settings)")
+    workers = check_methods(cfg, workers)
     out = Path(cfg.out)
-    for algo in cfg.algorithms:  # a bad variant setting fails here, before anything runs
-        train_config(cfg, algo, out / run_dir_name(algo))
-    workers = default_workers(cfg) if workers is None else workers
-    if workers < 1:
-        raise InputError(f"--workers must be >= 1, got {workers}")
-    workers = min(workers, len(cfg.algorithms))
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "demo.log"
     log_path.write_text("")
     # resumable: the base model never changes, so a method's finished run (its result.json under the same
     # settings) is kept, and every evaluation resumes from its own records; a run done afresh loses its old ones
-    console = Console(file=sys.stdout)
+    console = _console()
     display = Display(console)
     t_start = time.perf_counter()
     timings: dict[str, float] = {}

@@ -25,7 +25,7 @@ from resrl.errors import InputError
 from resrl.experiments.layout import config_from_dict as _from_dict
 from resrl.experiments.layout import jsonable, run_dir
 from resrl.experiments.warmstart import behaviour_cloning
-from resrl.experiments.workers import run_methods
+from resrl.experiments.workers import method_workers, run_methods
 
 
 # -- evaluation -------------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
     log(f"{WARM}: held-out greedy {summary['results'][WARM]['greedy']:.3f}, sampled "
         f"{summary['results'][WARM]['avg']:.3f}")
     if workers is None:
-        workers = default_workers(cfg)
+        workers = method_workers(cfg)
     workers = max(1, min(workers, len(cfg.algorithms)))
     if workers > 1:
         log(f"RL runs: {len(cfg.algorithms)}, {workers} worker processes (one torch thread each)")
@@ -223,12 +223,6 @@ def config_from_args(task, args) -> AgentsDemoConfig:
 
 def config_from_dict(d: dict) -> AgentsDemoConfig:
     return _from_dict(AgentsDemoConfig, d)
-
-
-def default_workers(cfg: AgentsDemoConfig) -> int:
-    from resrl.experiments.jobs import default_workers as jobs_default
-
-    return jobs_default(len(cfg.algorithms), quick=cfg.is_quick)
 
 
 def run(cfg: AgentsDemoConfig, workers: int | None = None) -> dict:
