@@ -115,3 +115,138 @@ def test_quick_pretrained_demo_end_to_end(tmp_path):
     again = run(cfg, workers=1)
     assert (out / "resrl" / "result.json").stat().st_mtime_ns == stamp
     assert jsonable(again["results"]) == jsonable(summary["results"])  # (NaN, no boxed answer: null in both)
+    # the same training in another experiment (as the grid's first seed after its dev phase): the
+    # finished run's model is evaluated on that experiment's split, not trained again
+    other = tmp_path / "dev"
+    dev = run(replace(cfg, out=str(other), eval_split="dev", reuse_training=str(out)), workers=1)
+    assert dev["example"]["prompt"] != summary["example"]["prompt"]  # another split
+    assert (other / "resrl" / "model").resolve() == (out / "resrl" / "model").resolve()
+    assert (other / "resrl" / "metrics.jsonl").read_text() == (out / "resrl" / "metrics.jsonl").read_text()
+    assert (other / "resrl" / "reused_from").read_text().strip() == str((out / "resrl").resolve())
+    assert dev["results"]["resrl"]["rl_seconds"] == summary["results"]["resrl"]["rl_seconds"]
+    assert json.loads((other / "eval" / "resrl" / "greedy" / "summary.json").read_text())["overall"]["num_problems"] == 8
+
+
+# -- reusing a finished training (the grid's first seed) -------------------------------------------------
+
+def _finished_experiment(root, cfg, algos=("grpo", "resrl")):
+    """A fake finished experiment in cfg.out: its handoff, OUT/warm_start -> root/model, and per method
+    result.json, model/ and the train config the run would have written."""
+    from pathlib import Path
+
+    from resrl.experiments.demo import train_config
+    from resrl.experiments.layout import run_dir, write_handoff, write_result
+
+    out = Path(cfg.out)
+    out.mkdir(parents=True)
+    (root / "model").mkdir(exist_ok=True)
+    (out / "warm_start").symlink_to((root / "model").resolve(), target_is_directory=True)
+    write_handoff(out, cfg.task_name, cfg, {})
+    for algo in algos:
+        d = run_dir(out, algo)
+        (d / "model").mkdir(parents=True)
+        (d / "train_config.json").write_text(json.dumps(train_config(cfg, algo, d).to_dict(), indent=1, default=str))
+        write_result(out, algo, {"metrics": [], "rl_seconds": 1.0, "eval_seconds": 1.0, "resrl_mode": None})
+    return out
+
+
+def _new_experiment(root, name, **changes):
+    from pathlib import Path
+
+    cfg = replace(PretrainedDemoConfig(), out=str(root / name), **changes)
+    Path(cfg.out).mkdir()
+    (Path(cfg.out) / "warm_start").symlink_to((root / "model").resolve(), target_is_directory=True)
+    return cfg
+
+
+def test_a_finished_training_is_reused_only_when_it_is_the_same_training(tmp_path):
+    from resrl.demo.config import RLConfig
+    from resrl.experiments.demo import reusable_training
+    from resrl.experiments.layout import run_dir
+    from resrl.errors import InputError
+
+    dev = _finished_experiment(tmp_path, replace(PretrainedDemoConfig(), out=str(tmp_path / "dev"), eval_split="dev"))
+    # the same training, evaluated elsewhere (held-out split, more samples): reused
+    cfg = _new_experiment(tmp_path, "seed-0", reuse_training=str(dev), eval=replace(PretrainedDemoConfig().eval, n=4, ks=None))
+    assert reusable_training(cfg, "grpo") == run_dir(dev, "grpo")
+    assert reusable_training(replace(cfg, reuse_training=None), "grpo") is None
+    assert reusable_training(cfg, "nsr") is None  # not run there
+    # anything that changes the training: trained afresh
+    assert reusable_training(replace(cfg, seed=1), "grpo") is None
+    assert reusable_training(replace(cfg, rl=RLConfig(**{**PretrainedDemoConfig().rl.__dict__, "learning_rate": 3e-5})),
+                             "grpo") is None
+    assert reusable_training(replace(cfg, task=replace(cfg.task, num_terms=3)), "grpo") is None
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "model").mkdir()
+    moved = _new_experiment(other, "seed-0", reuse_training=str(dev))  # another start
+    assert reusable_training(moved, "grpo") is None
+    # a run that did not finish, or whose own train config differs (e.g. written by other code)
+    (run_dir(dev, "resrl") / "result.json").unlink()
+    assert reusable_training(cfg, "resrl") is None
+    tc = json.loads((run_dir(dev, "grpo") / "train_config.json").read_text())
+    tc["algorithm"]["wreinforce_lambda"] = 0.5
+    (run_dir(dev, "grpo") / "train_config.json").write_text(json.dumps(tc))
+    assert reusable_training(cfg, "grpo") is None
+    with pytest.raises(InputError, match="not an experiment"):
+        reusable_training(replace(cfg, reuse_training=str(tmp_path / "model")), "grpo")
+
+
+def test_resume_keeps_runs_when_a_new_config_key_is_at_its_default(tmp_path):
+    """A handoff written before `reuse_training` existed is the same experiment when the key is unset."""
+    from resrl.experiments.layout import config_to_dict
+    from resrl.experiments.workers import same_experiment
+
+    cfg = PretrainedDemoConfig()
+    old = config_to_dict(cfg)
+    del old["reuse_training"]
+    before = {"task": cfg.task_name, "config": old, "inputs": {}}
+    assert same_experiment(before, cfg.task_name, cfg, {})
+    assert not same_experiment(before, cfg.task_name, replace(cfg, reuse_training="runs/x/dev"), {})
+    assert not same_experiment(before, cfg.task_name, replace(cfg, seed=1), {})
+    assert not same_experiment(before, "math", cfg, {})
+    assert not same_experiment(before, cfg.task_name, cfg, {"x": 1})
+
+
+@pytest.mark.parametrize("task", ["math", "agents"])
+def test_reuse_training_is_refused_where_each_seed_has_its_own_start(task, tmp_path):
+    from resrl.cli import build_parser
+    from resrl.errors import InputError
+    from resrl.experiments.command import run
+
+    with pytest.raises(InputError, match="--reuse-training"):
+        run(build_parser().parse_args(["demo", "--task", task, "--quick", "--out", str(tmp_path / "o"),
+                                       "--reuse-training", str(tmp_path)]))
+    with pytest.raises(InputError, match="--dev-eval-samples: only with --grid"):
+        run(build_parser().parse_args(["demo", "--task", task, "--quick", "--out", str(tmp_path / "o"),
+                                       "--dev-eval-samples", "2"]))
+
+
+@pytest.mark.parametrize("task,reuses", [("smollm2-arithmetic", True), ("math", False)])
+def test_the_grid_hands_its_dev_training_to_the_first_seed(task, reuses, tmp_path, monkeypatch):
+    """`--grid` with `--seeds`: the first seed's process gets --reuse-training OUT/dev where the task
+    starts from a shared pretrained model, and no other seed (nor any seed of the other tasks) does;
+    --dev-eval-samples sets the dev phase's samples only."""
+    import resrl.experiments.seeds as seeds_mod
+    from resrl.cli import main
+
+    calls = []
+
+    def fake_run_seeds(out, seeds, demo_args, workers, poll_s=1.0, subdir=None, per_seed_args=None):
+        calls.append({"subdir": subdir, "seeds": list(seeds), "per_seed_args": per_seed_args or {},
+                      "samples": demo_args[demo_args.index("--eval-samples") + 1]})
+        labels = demo_args[demo_args.index("--algorithms") + 1].split(",")
+        result = {"greedy": 0.5, "avg": 0.5, "pass_at": {"1": 0.5}}
+        return {s: {"config": {"eval": {"n": 2}}, "results": {"warm start": result, **{lb: result for lb in labels}}}
+                for s in seeds}
+
+    monkeypatch.setattr(seeds_mod, "run_seeds", fake_run_seeds)
+    out = tmp_path / "grid"
+    assert main(["demo", "--task", task, "--quick", "--out", str(out), "--algorithms", "grpo,resrl",
+                 "--seeds", "0,1", "--grid", "train.learning_rate=1e-5,3e-5", "--eval-samples", "8",
+                 "--dev-eval-samples", "2"]) == 0
+    dev, held_out = calls
+    assert dev["subdir"] == "dev" and dev["per_seed_args"] == {}
+    assert (dev["samples"], held_out["samples"]) == ("2", "8")  # the dev choice needs fewer samples
+    assert held_out["seeds"] == [0, 1]
+    assert held_out["per_seed_args"] == ({0: ["--reuse-training", str(out / "dev")]} if reuses else {})

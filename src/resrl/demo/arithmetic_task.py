@@ -161,6 +161,11 @@ class PretrainedDemoConfig:
                 0.203; sampled accuracy 0.117 at temperature 1.0 (62 % of samples cut off rambling),
                 0.152 at 0.7, the temperature chosen
     eval        16 samples per problem at the training temperature, 48 new tokens, the chat template
+    reuse_training  OUT of an earlier experiment: a method whose run finished there with the same
+                training (same label, train config, task, seed and start) is evaluated from that
+                run's model instead of trained again (`resrl.experiments.demo.reusable_training`).
+                `resrl demo --grid` sets it to OUT/dev for the first seed: the chosen runs of the dev
+                phase are that seed's runs, only the split they are evaluated on differs
     """
 
     out: str = "runs/demo-smollm2"
@@ -176,6 +181,7 @@ class PretrainedDemoConfig:
     threads: int | None = 1
     is_quick: bool = False
     eval_split: str = "test"
+    reuse_training: str | None = None
 
     @classmethod
     def quick(cls, **overrides) -> "PretrainedDemoConfig":

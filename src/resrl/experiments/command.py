@@ -50,6 +50,13 @@ def register(subparsers) -> None:
                         "first seed, evaluated on the dev split (disjoint from the held-out one) in OUT/dev; each "
                         "algorithm's best Avg@n there then runs on every seed (--seeds) and is reported on the "
                         "held-out split, e.g. --grid train.learning_rate=3e-5,1e-4,3e-4 (repeat for a product)")
+    p.add_argument("--reuse-training", default=None, metavar="DIR",
+                   help="an earlier experiment's OUT: each method whose run finished there with the same training "
+                        "(settings, task, seed, start) is evaluated from that model instead of trained again "
+                        "(smollm2-arithmetic; --grid does this for the first seed with OUT/dev)")
+    p.add_argument("--dev-eval-samples", type=int, default=None, metavar="N",
+                   help="with --grid: samples per dev problem when choosing (default: as --eval-samples); the "
+                        "choice needs only the dev Avg@n, the held-out split keeps --eval-samples for Pass@k")
     p.add_argument("--eval-split", choices=("test", "dev"), default="test",
                    help="evaluate on the held-out split (default) or the dev split settings are chosen on")
     p.add_argument("--threads", type=int, default=1,
@@ -77,6 +84,8 @@ def run(args: argparse.Namespace) -> int:
         from resrl.experiments.workers import worker_main
 
         return worker_main(args.out, args.worker_run)
+    if args.dev_eval_samples is not None and not args.grid:
+        raise InputError("--dev-eval-samples: only with --grid (the dev split is where --grid chooses)")
     if args.grid:
         return run_grid(args)
     if args.seeds is not None:
@@ -126,7 +135,7 @@ def run_grid(args: argparse.Namespace) -> int:
 
     inner = args.workers or default_workers(len(methods) * len(grid), quick=args.quick)
     shared = ["--task", args.task, "--eval-split", "dev", "--algorithms", every, "--workers", str(inner),
-              *_budget_args(args)]
+              *_budget_args(args, dev=True)]
     summary = run_seeds(out, [seeds[0]], shared, workers=1, subdir="dev")[seeds[0]]
     dev_scores = {m: [(pt, float(summary["results"][label]["avg"])) for pt, label in labels[m]] for m in methods}
     chosen = choose_on_dev(dev_scores)
@@ -136,12 +145,30 @@ def run_grid(args: argparse.Namespace) -> int:
     final = [with_settings(m, chosen[m]) for m in methods]
     (out / "chosen.json").write_text(json.dumps(dict(zip(methods, final)), indent=1))
     baseline = final[methods.index("grpo")] if "grpo" in methods else final[0]
-    return run_multiseed_demo(args, seeds, args.task, ",".join(final), out, baseline=baseline)
+    # the first seed's chosen runs were trained in OUT/dev: where the task's runs share their start (a
+    # pretrained model), that seed evaluates them on the held-out split instead of training them again
+    reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if _reuses_training(args.task) else {}
+    return run_multiseed_demo(args, seeds, args.task, ",".join(final), out, baseline=baseline, per_seed_args=reuse)
 
 
-def _budget_args(args: argparse.Namespace) -> list[str]:
+def _reuses_training(task_name: str) -> bool:
+    import dataclasses
+
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import experiment_kind
+
+    task = get_demo_task(task_name)
+    return "reuse_training" in {f.name for f in dataclasses.fields(experiment_kind(task).config(task))}
+
+
+def _budget_args(args: argparse.Namespace, dev: bool = False) -> list[str]:
     out = []
-    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
+    samples = args.eval_samples
+    if dev and args.dev_eval_samples is not None:
+        if args.dev_eval_samples < 1:
+            raise InputError(f"--dev-eval-samples must be >= 1, got {args.dev_eval_samples}")
+        samples = args.dev_eval_samples
+    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", samples)):
         if value is not None:
             out += [flag, str(value)]
     return out + (["--quick"] if args.quick else [])

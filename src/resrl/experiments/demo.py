@@ -114,6 +114,9 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
     reward = get_demo_task(cfg.task_name).reward
 
     out = Path(cfg.out)
+    source = reusable_training(cfg, algo)
+    if source is not None:  # the same training finished in another experiment (the grid's dev phase)
+        return evaluate_reused(cfg, algo, task, source, log_path, display)
     rl_rows = [{"prompt": p.prompt, "answer": p.answer}
                for p in task.train_problems(cfg.rl.steps * cfg.rl.rollout_prompts, stream="rl")]
     t1 = time.perf_counter()
@@ -133,6 +136,80 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
     res = _evaluate(display, algo, result.model, result.tokenizer, test=eval_problems(task, cfg), cfg=cfg,
                     log_path=log_path)
     return RunRecord(result.metrics, res, rl_seconds, time.perf_counter() - t2, result.resrl_mode)
+
+
+# config keys that do not change a method's training: where it is written, which methods run beside
+# it, and how and on which split it is evaluated
+NOT_TRAINING = ("out", "algorithms", "eval", "eval_split", "reuse_training")
+
+
+def reusable_training(cfg, algo: str) -> Path | None:
+    """The run directory of `algo` in `cfg.reuse_training` (an earlier experiment's OUT) when its
+    training is this one's: the run finished there (result.json), both experiments have the same task,
+    seed, budgets and every other training setting (their configs without NOT_TRAINING), the same
+    train config (`train_config`, output directory aside) and the same start (OUT/warm_start resolves
+    to the same model). None otherwise (or when `cfg` has no `reuse_training`): the method trains.
+
+    The RL rows depend only on the task, its seed and the budget, and each run seeds itself, so the
+    same code would train the same model; reusing it saves the whole RL run (the grid's first seed)."""
+    from resrl.experiments.layout import HANDOFF_FILE, RESULT_FILE, config_to_dict, read_handoff
+
+    src_out = getattr(cfg, "reuse_training", None)
+    if not src_out:
+        return None
+    src_out = Path(src_out)
+    if not (src_out / HANDOFF_FILE).is_file():
+        raise InputError(f"reuse_training {str(src_out)!r}: not an experiment's output directory (no {HANDOFF_FILE})")
+    handoff = read_handoff(src_out)
+    src = run_dir(src_out, algo)
+    if handoff["task"] != cfg.task_name or algo not in handoff["config"].get("algorithms", ()):
+        return None
+    if not (src / RESULT_FILE).is_file() or not (src / "model").is_dir() or not (src / "train_config.json").is_file():
+        return None
+
+    def training(d: dict) -> dict:
+        return {k: v for k, v in d.items() if k not in NOT_TRAINING}
+
+    if training(handoff["config"]) != training(config_to_dict(cfg)):
+        return None
+    def trained(d: dict) -> dict:  # the run's train config, where it is written aside
+        return {**d, "train": {k: v for k, v in d["train"].items() if k != "output_dir"}}
+
+    if trained(json.loads((src / "train_config.json").read_text())) != trained(json.loads(
+            json.dumps(train_config(cfg, algo, src).to_dict(), default=str))):
+        return None
+    if (src_out / "warm_start").resolve() != (Path(cfg.out) / "warm_start").resolve():
+        return None
+    return src
+
+
+def evaluate_reused(cfg, algo: str, task, source: Path, log_path: Path, display: Display | None) -> RunRecord:
+    """`algo`'s run from `source` (`reusable_training`): OUT/<run>/model links to its model,
+    metrics.jsonl is its training log, and the model is evaluated on this experiment's split."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    here = run_dir(cfg.out, algo)
+    here.mkdir(parents=True, exist_ok=True)
+    for name in ("metrics.jsonl", "train_config.json"):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, here / name)
+    (here / "reused_from").write_text(str(source.resolve()) + "\n")
+    link = here / "model"
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    link.symlink_to((source / "model").resolve(), target_is_directory=True)
+    done = json.loads((source / "result.json").read_text())
+    if display is not None:
+        display.say(f"RL {algo}: training reused from {source} (same training settings and start)")
+    t2 = time.perf_counter()
+    with _quiet(log_path):
+        tokenizer = AutoTokenizer.from_pretrained(Path(cfg.out) / "warm_start")
+        model = AutoModelForCausalLM.from_pretrained(link, dtype=torch.float32).eval()
+    res = _evaluate(display, algo, model, tokenizer, test=eval_problems(task, cfg), cfg=cfg, log_path=log_path)
+    return RunRecord(done["metrics"], res, done["rl_seconds"], time.perf_counter() - t2, done["resrl_mode"])
 
 
 def eval_problems(task, cfg: DemoConfig) -> list:
@@ -202,6 +279,11 @@ def config_from_args(task, args) -> DemoConfig:
         if args.eval_samples < 1:
             raise InputError(f"--eval-samples must be >= 1, got {args.eval_samples}")
         cfg = replace(cfg, eval=replace(cfg.eval, n=args.eval_samples, ks=None))
+    if getattr(args, "reuse_training", None):
+        if not hasattr(cfg, "reuse_training"):
+            raise InputError(f"--reuse-training: task {cfg.task_name!r} trains each seed from its own warm start; "
+                             "only tasks that start from a shared pretrained model reuse runs")
+        cfg = replace(cfg, reuse_training=args.reuse_training)
     return cfg
 
 

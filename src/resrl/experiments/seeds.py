@@ -43,12 +43,14 @@ def per_seed_metrics(summaries: dict[int, dict]) -> PerSeed:
 
 
 def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int,
-              poll_s: float = 1.0, subdir: str | None = None) -> dict[int, dict]:
+              poll_s: float = 1.0, subdir: str | None = None,
+              per_seed_args: dict[int, list[str]] | None = None) -> dict[int, dict]:
     """Run `resrl demo --seed S --out OUT/seed-S <demo_args>` for every seed whose summary.json is
     missing, at most `workers` at a time (each its own process with one torch thread), and return
     {seed: summary}. A finished seed is never rerun (resume by running the same command again).
     `subdir`: one run per seed in OUT/<subdir> instead (the grid's dev run). Inside a seed, one
-    process (--workers 1) unless demo_args set --workers."""
+    process (--workers 1) unless demo_args set --workers. `per_seed_args`: {seed: more arguments} for
+    some seeds (the grid's first seed reuses the dev phase's training)."""
     from resrl.experiments.jobs import Job, Step, run_jobs
 
     out = Path(out)
@@ -59,13 +61,15 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
 
     inner = [] if "--workers" in demo_args else ["--workers", "1"]
     jobs = [Job(f"seed {s}" + (f" ({subdir})" if subdir else ""),
-                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner, *demo_args],
+                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner, *demo_args,
+                       *(per_seed_args or {}).get(s, [])],
                       where(s) / SUMMARY_FILE)], where(s) / "console.log") for s in seeds]
     run_jobs(jobs, workers, poll_s)
     return {s: json.loads((where(s) / SUMMARY_FILE).read_text()) for s in seeds}
 
 
-def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, out: str | Path, baseline: str) -> int:
+def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, out: str | Path, baseline: str,
+                       per_seed_args: dict[int, list[str]] | None = None) -> int:
     """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`) with the task, the
     algorithms and the shared overrides given on the command line (--rl-steps, --lr, --eval-samples,
     --quick), then the tables and plot (`write_multiseed`, paired with the warm start and `baseline`)."""
@@ -78,7 +82,7 @@ def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, o
     if args.quick:
         demo_args.append("--quick")
     workers = args.workers or default_workers(len(seeds))
-    summaries = run_seeds(out, seeds, demo_args, workers)
+    summaries = run_seeds(out, seeds, demo_args, workers, per_seed_args=per_seed_args)
     files = write_multiseed(out, summaries, baseline=baseline)
     print(files[0].read_text())
     print("wrote " + ", ".join(map(str, files)))

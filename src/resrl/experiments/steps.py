@@ -201,6 +201,9 @@ def config_from_args(task, args) -> AgentsDemoConfig:
     if getattr(args, "eval_split", "test") != "test":
         raise InputError("--task agents has no dev split (its held-out split is tasks no training game has): "
                          "--grid and --eval-split dev are for the generated-problem tasks")
+    if getattr(args, "reuse_training", None):
+        raise InputError("--reuse-training: --task agents trains each seed from its own behaviour-cloned start; "
+                         "only tasks that start from a shared pretrained model reuse runs")
     cfg = config(task, quick=args.quick)
     cfg = replace(cfg, out=args.out if args.out != "runs/demo" else "runs/demo-agents", seed=args.seed,
                   threads=args.threads)

@@ -51,7 +51,7 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
     earlier call with the same task, config and inputs (OUT/experiment.json) is kept and not rerun;
     `on_discard(label)` is called for each run that will run afresh (e.g. to remove its evaluation)."""
     from resrl.experiments.jobs import Job, Step, run_jobs
-    from resrl.experiments.layout import HANDOFF_FILE, config_to_dict
+    from resrl.experiments.layout import HANDOFF_FILE
 
     out = Path(out)
     inputs = dict(inputs or {})
@@ -59,8 +59,7 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
         say = print
     keep = set()
     if resume and (out / HANDOFF_FILE).is_file():
-        before = read_handoff(out)
-        if before == {"task": task_name, "config": config_to_dict(cfg), "inputs": json.loads(json.dumps(inputs))}:
+        if same_experiment(read_handoff(out), task_name, cfg, inputs):
             keep = {label for label in labels if (run_dir(out, label) / RESULT_FILE).is_file()}
     for label in labels:
         if label in keep:
@@ -103,6 +102,26 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
     return {label: read_result(out, label) for label in labels}
 
 
+def same_experiment(before: dict, task_name: str, cfg, inputs: dict) -> bool:
+    """Whether an earlier handoff (OUT/experiment.json) is this experiment: same task, config and
+    inputs. A config key the earlier run's code did not have yet counts as equal when this config
+    holds its default (a new setting at its default changes nothing that run did)."""
+    import dataclasses
+
+    from resrl.experiments.layout import config_to_dict, jsonable
+
+    now = config_to_dict(cfg)
+    old = dict(before.get("config", {}))
+    for f in dataclasses.fields(cfg):
+        if f.name not in old and f.name in now:
+            default = f.default if f.default is not dataclasses.MISSING else (
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+            if default is not dataclasses.MISSING and jsonable(default) == now[f.name]:
+                old[f.name] = now[f.name]
+    return (before.get("task") == task_name and old == now
+            and before.get("inputs", {}) == json.loads(json.dumps(inputs)))
+
+
 def worker_main(out: str | Path, label: str) -> int:
     """`resrl demo --out OUT --worker-run LABEL`: one run of the experiment in OUT (its handoff),
     by the experiment kind of its task (`resrl.experiments.kinds`)."""
@@ -123,4 +142,4 @@ def worker_main(out: str | Path, label: str) -> int:
     return 0
 
 
-__all__ = ["method_workers", "run_methods", "worker_main"]
+__all__ = ["method_workers", "run_methods", "same_experiment", "worker_main"]
