@@ -110,6 +110,17 @@ def test_quick_pretrained_demo_end_to_end(tmp_path):
     steps = [json.loads(line) for line in (out / "resrl" / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps if "loss" in s] == [1, 2] and summary["results"]["resrl"]["resrl_mode"]
     assert (out / "report.md").read_text().count("| base model |") == 1
+    # the top 8 of the 30 layers trained (rl.trainable_layers), the embeddings and layer 0 did not
+    from safetensors import safe_open
+
+    def tensor(model_dir, name):
+        with safe_open(str(next(model_dir.glob("*.safetensors"))), "pt") as f:
+            return f.get_tensor(name).float()
+
+    base, trained = tmp_path / "smollm2", out / "resrl" / "model"
+    for name in ("model.embed_tokens.weight", "model.layers.0.mlp.down_proj.weight"):
+        assert tensor(base, name).equal(tensor(trained, name)), name
+    assert not tensor(base, "model.layers.29.mlp.down_proj.weight").equal(tensor(trained, "model.layers.29.mlp.down_proj.weight"))
     # a second call with the same settings keeps the finished run and the evaluations' records
     stamp = (out / "resrl" / "result.json").stat().st_mtime_ns
     again = run(cfg, workers=1)
@@ -206,6 +217,15 @@ def test_resume_keeps_runs_when_a_new_config_key_is_at_its_default(tmp_path):
     assert not same_experiment(before, cfg.task_name, replace(cfg, seed=1), {})
     assert not same_experiment(before, "math", cfg, {})
     assert not same_experiment(before, cfg.task_name, cfg, {"x": 1})
+    # a key new in a nested section (rl.trainable_layers of the supervised demo's config)
+    from resrl.demo.config import DemoConfig
+
+    demo = DemoConfig()
+    old = config_to_dict(demo)
+    del old["rl"]["trainable_layers"]
+    before = {"task": demo.task_name, "config": old, "inputs": {}}
+    assert same_experiment(before, demo.task_name, demo, {})
+    assert not same_experiment(before, demo.task_name, replace(demo, rl=replace(demo.rl, trainable_layers=2)), {})
 
 
 @pytest.mark.parametrize("task", ["math", "agents"])

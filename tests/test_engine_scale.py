@@ -300,3 +300,37 @@ def test_cli_prints_input_errors_as_one_line_and_keeps_internal_tracebacks(model
     monkeypatch.setattr(runner, "run_training", internal_bug)
     with pytest.raises(ValueError, match="non-empty list"):
         cli.main(["train", "--config", str(cfg_file)])
+
+
+# ---- partial fine-tuning: model.trainable_layers ----------------------------------------------------
+
+def test_trainable_layers_trains_the_top_layers_only(model_dir, tmp_path):
+    """With model.trainable_layers=1 the training changes the last decoder layer and the final norm
+    and nothing else (embeddings, output head and the layer below stay bit-identical); without it the
+    lower layer changes too (so the comparison could fail)."""
+    from transformers import AutoModelForCausalLM
+
+    before = {k: v.clone() for k, v in AutoModelForCausalLM.from_pretrained(model_dir).state_dict().items()}
+
+    def changed(*extra):
+        cfg = load_config(None, overrides(model_dir, tmp_path / f"out{len(extra)}", "algorithm.name=resrl", *extra))
+        after = run_training(cfg, train_dataset=toy_dataset(), reward_fn=length_reward, save_final=False).model
+        return {k for k, v in after.state_dict().items() if not torch.equal(v, before[k])}
+
+    top = changed("model.trainable_layers=1")
+    assert top and all(k.startswith("model.layers.1.") or k == "model.norm.weight" for k in top), top
+    assert any(k.startswith("model.layers.1.") for k in top)
+    full = changed()
+    assert any(k.startswith("model.layers.0.") for k in full) and any(k.startswith("model.embed") for k in full)
+
+
+def test_trainable_layers_refuses_what_it_cannot_do(model_dir, tmp_path):
+    from resrl.errors import InputError
+
+    with pytest.raises(ConfigError, match="trainable_layers' must be >= 1"):
+        load_config(None, overrides(model_dir, tmp_path, "model.trainable_layers=0")).validate(need_data=False)
+    with pytest.raises(ConfigError, match="exclude each other"):
+        load_config(None, overrides(model_dir, tmp_path, "model.trainable_layers=1", *LORA)).validate(need_data=False)
+    cfg = load_config(None, overrides(model_dir, tmp_path, "model.trainable_layers=3"))  # the model has 2
+    with pytest.raises(InputError, match="has 2 decoder layers"):
+        run_training(cfg, train_dataset=toy_dataset(), reward_fn=length_reward, save_final=False)

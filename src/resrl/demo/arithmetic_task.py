@@ -156,7 +156,11 @@ class PretrainedDemoConfig:
                 temperature 0.7, lr 1e-5 (a method's own where its label sets train.learning_rate),
                 forward/backward one group (8 completions) at a time: a whole update of 32 at once took
                 8.6 GB per training process (its 49 k-token vocabulary's logits), and two side by side
-                with the evaluation did not fit 24 GB.
+                with the evaluation did not fit 24 GB. The last 8 of the 30 decoder layers (and the final
+                norm) train, the rest is frozen (`model.trainable_layers`): the forward + backward was
+                78 % of a full fine-tuning step (benchmarks/results/smollm2_step.md), about 100 s a step
+                on one core, 20 steps over the issue's 30 minutes a run; with the backward stopping at
+                layer 22 it costs about half.
                 Measured on the base model (64 held-out problems, 48 tokens): greedy exactly right on
                 0.203; sampled accuracy 0.117 at temperature 1.0 (62 % of samples cut off rambling),
                 0.152 at 0.7, the temperature chosen
@@ -176,7 +180,7 @@ class PretrainedDemoConfig:
     model_dir: str = "runs/models/smollm2-135m-instruct"
     rl: RLConfig = field(default_factory=lambda: RLConfig(steps=20, learning_rate=1e-5, rollout_prompts=4,
                                                           group_size=8, temperature=0.7, max_completion_length=48,
-                                                          micro_batch_size=8))
+                                                          micro_batch_size=8, trainable_layers=8))
     eval: EvalConfig = field(default_factory=arithmetic_eval_config)
     threads: int | None = 1
     is_quick: bool = False
@@ -188,7 +192,7 @@ class PretrainedDemoConfig:
         """A smoke run: 8 problems, 2 RL steps of 2 prompts x 4 samples, 16 new tokens, 2 samples per problem."""
         cfg = cls(task=ArithmeticConfig(num_test=8), algorithms=("grpo", "resrl"),
                   rl=RLConfig(steps=2, learning_rate=1e-5, rollout_prompts=2, group_size=4, temperature=0.7,
-                              max_completion_length=16),
+                              max_completion_length=16, trainable_layers=8),
                   eval=arithmetic_eval_config(n=2, max_new_tokens=16), is_quick=True)
         return cls(**{**cfg.__dict__, **overrides})
 

@@ -38,6 +38,7 @@ class RLConfig:
     temperature: float = 1.0
     max_completion_length: int = 16
     micro_batch_size: int | None = None  # completions per forward/backward (a memory knob); None: a whole update
+    trainable_layers: int | None = None  # train the last N decoder layers only (model.trainable_layers); None: all
 
 
 @dataclass

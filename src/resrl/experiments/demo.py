@@ -87,6 +87,7 @@ def train_config(cfg: DemoConfig, algorithm: str, output_dir: Path):
                   "rollout_prompts": rl.rollout_prompts, "group_size": rl.group_size,
                   "temperature": rl.temperature, "max_completion_length": rl.max_completion_length,
                   "max_prompt_length": None, "use_cpu": True, "micro_batch_size": rl.micro_batch_size},
+        "model": {"trainable_layers": rl.trainable_layers},
         "log": {"report_to": ["none"], "progress": False, "jsonl": True},
         "checkpoint": {"save_steps": 0},
     }, list(variant.overrides)))  # a variant's own training keys (`resrl/train.learning_rate=3e-5`)

@@ -104,22 +104,35 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
 
 def same_experiment(before: dict, task_name: str, cfg, inputs: dict) -> bool:
     """Whether an earlier handoff (OUT/experiment.json) is this experiment: same task, config and
-    inputs. A config key the earlier run's code did not have yet counts as equal when this config
-    holds its default (a new setting at its default changes nothing that run did)."""
+    inputs. A config key (at any depth of the config's sections) that the earlier run's code did not
+    have yet counts as equal when this config holds its default: a new setting at its default changes
+    nothing that run did."""
+    from resrl.experiments.layout import config_to_dict
+
+    return (before.get("task") == task_name
+            and _with_new_defaults(before.get("config", {}), cfg) == config_to_dict(cfg)
+            and before.get("inputs", {}) == json.loads(json.dumps(inputs)))
+
+
+def _with_new_defaults(old: dict, cfg) -> dict:
+    """`old` (a config as JSON) with every field of the dataclass `cfg` that it lacks filled in from
+    `cfg` where `cfg` holds that field's default; nested dataclass sections alike."""
     import dataclasses
 
-    from resrl.experiments.layout import config_to_dict, jsonable
+    from resrl.experiments.layout import jsonable
 
-    now = config_to_dict(cfg)
-    old = dict(before.get("config", {}))
+    out = dict(old)
     for f in dataclasses.fields(cfg):
-        if f.name not in old and f.name in now:
-            default = f.default if f.default is not dataclasses.MISSING else (
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
-            if default is not dataclasses.MISSING and jsonable(default) == now[f.name]:
-                old[f.name] = now[f.name]
-    return (before.get("task") == task_name and old == now
-            and before.get("inputs", {}) == json.loads(json.dumps(inputs)))
+        value = getattr(cfg, f.name)
+        if f.name in out:
+            if dataclasses.is_dataclass(value) and isinstance(out[f.name], dict):
+                out[f.name] = _with_new_defaults(out[f.name], value)
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else (
+            f.default_factory() if f.default_factory is not dataclasses.MISSING else dataclasses.MISSING)
+        if default is not dataclasses.MISSING and jsonable(default) == jsonable(value):
+            out[f.name] = jsonable(value)
+    return out
 
 
 def worker_main(out: str | Path, label: str) -> int:

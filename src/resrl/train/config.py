@@ -60,6 +60,9 @@ class ModelSection:
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"  # dtype the weights are loaded in
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, slower)
     lora: LoraSection | None = None  # null: full fine-tuning
+    # train only the last N decoder layers and the final norm; the embeddings, the output head and the
+    # layers below are frozen, so the backward pass stops at layer L - N (null: every parameter trains)
+    trainable_layers: int | None = None
 
 
 @dataclass
@@ -403,6 +406,13 @@ class TrainConfig:
         if spec.policy_loss != "clipped-surrogate" and (self.loss.kl_coef > 0 or self.loss.entropy_coef > 0):
             raise ConfigError(f"config keys 'loss.kl_coef' / 'loss.entropy_coef' must be 0 for algorithm {a.name!r}: "
                               f"its loss ({spec.policy_loss}) has no separate KL or entropy term")
+        if self.model.trainable_layers is not None:
+            if self.model.trainable_layers < 1:
+                raise ConfigError(f"config key 'model.trainable_layers' must be >= 1 (or null: every parameter "
+                                  f"trains), got {self.model.trainable_layers}")
+            if self.model.lora is not None:
+                raise ConfigError("config keys 'model.trainable_layers' and 'model.lora' exclude each other: LoRA "
+                                  "trains its adapters only, trainable_layers a model's own top layers")
         lora = self.model.lora
         if lora is not None:
             if lora.r < 1 or lora.alpha <= 0 or not 0 <= lora.dropout < 1:

@@ -182,6 +182,12 @@ def _load_model(config: TrainConfig, model):
     if model is None or isinstance(model, (str, Path)):
         path = str(model or config.model.path)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, config.model.dtype))
+    if config.model.trainable_layers is not None:  # partial fine-tuning: the top layers only
+        from resrl.models.freeze import train_last_layers
+
+        trainable, total = train_last_layers(model, config.model.trainable_layers)
+        logger.info("model.trainable_layers=%d: %d of %d parameters train", config.model.trainable_layers,
+                    trainable, total)
     return model
 
 
