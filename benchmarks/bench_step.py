@@ -82,6 +82,10 @@ def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dat
     if reward is None:
         reward = RewardAdapter(lambda c, a: [float(sum(map(ord, x)) % 2) for x in c], name="parity")
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, cfg.model.dtype))
+    if cfg.model.trainable_layers is not None:  # as resrl.train's runner does
+        from resrl.models.freeze import train_last_layers
+
+        train_last_layers(model, cfg.model.trainable_layers)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     common = dict(model=model, reward_funcs=reward, args=grpo_config, train_dataset=dataset,
                   processing_class=tokenizer)

@@ -75,3 +75,23 @@ def test_prompts_are_one_or_two_digit_additions_with_the_boxed_instruction(bench
         assert message["role"] == "user" and message["content"].endswith("Put the result in \\boxed{}.")
         a, b = (int(x) for x in message["content"].removeprefix("What is ").split("?")[0].split(" + "))
         assert 1 <= a <= 99 and 1 <= b <= 99 and row["answer"] == str(a + b)
+
+
+def test_the_benchmark_trains_the_demos_top_layers_when_asked(bench, tmp_path):
+    """--trainable-layers reaches the benchmark's trainer (bench_step.build_trainer loads the model
+    itself, so it must freeze as resrl.train's runner does), and --micro-batch its micro-batch."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from train_helpers import build_small_model
+    finally:
+        sys.path.pop(0)
+    from bench_step import build_trainer
+
+    model_dir = build_small_model(tmp_path / "tiny")
+    args = bench.parse_args(["--model", model_dir, "--prompts", "2", "--group-size", "4", "--tokens", "4",
+                             "--steps", "1", "--micro-batch", "4", "--trainable-layers", "1"])
+    assert [v[-1] for v in bench.variants(args)] == [4, 4, 4]
+    trainer = build_trainer(model_dir, tmp_path / "out", args, "ours", "grpo", "auto", 4,
+                            overrides=bench.trainer_overrides(args))
+    trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith("model.layers.1.") or n == "model.norm.weight" for n in trainable)
