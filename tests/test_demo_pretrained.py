@@ -118,6 +118,7 @@ def test_quick_pretrained_demo_end_to_end(tmp_path):
             return f.get_tensor(name).float()
 
     base, trained = tmp_path / "smollm2", out / "resrl" / "model"
+    assert (trained / "tokenizer.json").is_file()  # a model directory resrl eval / diagnose can load alone
     for name in ("model.embed_tokens.weight", "model.layers.0.mlp.down_proj.weight"):
         assert tensor(base, name).equal(tensor(trained, name)), name
     assert not tensor(base, "model.layers.29.mlp.down_proj.weight").equal(tensor(trained, "model.layers.29.mlp.down_proj.weight"))

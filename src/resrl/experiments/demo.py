@@ -132,6 +132,7 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
                               tokenizer=None, train_dataset=Dataset.from_list(rl_rows), reward_fn=reward,
                               on_log=on_log, save_final=False)
         result.model.save_pretrained(run_dir(out, algo) / "model")
+        result.tokenizer.save_pretrained(run_dir(out, algo) / "model")  # a model directory `resrl eval` loads
     rl_seconds = display.done(bar) if display is not None else time.perf_counter() - t1
     t2 = time.perf_counter()
     res = _evaluate(display, algo, result.model, result.tokenizer, test=eval_problems(task, cfg), cfg=cfg,
