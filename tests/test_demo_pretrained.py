@@ -110,6 +110,7 @@ def test_quick_pretrained_demo_end_to_end(tmp_path):
     steps = [json.loads(line) for line in (out / "resrl" / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps if "loss" in s] == [1, 2] and summary["results"]["resrl"]["resrl_mode"]
     assert (out / "report.md").read_text().count("| base model |") == 1
+    assert "the last 8 decoder layers" in (out / "report.md").read_text()
     # the top 8 of the 30 layers trained (rl.trainable_layers), the embeddings and layer 0 did not
     from safetensors import safe_open
 
@@ -136,6 +137,7 @@ def test_quick_pretrained_demo_end_to_end(tmp_path):
     assert (other / "resrl" / "metrics.jsonl").read_text() == (out / "resrl" / "metrics.jsonl").read_text()
     assert (other / "resrl" / "reused_from").read_text().strip() == str((out / "resrl").resolve())
     assert dev["results"]["resrl"]["rl_seconds"] == summary["results"]["resrl"]["rl_seconds"]
+    assert f"finished in {out} with the same training" in (other / "report.md").read_text()
     assert json.loads((other / "eval" / "resrl" / "greedy" / "summary.json").read_text())["overall"]["num_problems"] == 8
 
 

@@ -202,7 +202,11 @@ def write_report(out: Path, cfg: PretrainedDemoConfig, summary: dict, evals: dic
              f"({cfg.task.num_test} {'held-out' if cfg.eval_split == 'test' else 'dev'} problems). RL: "
              f"{rl.steps} steps of {rl.rollout_prompts} prompts x {rl.group_size} samples, at most "
              f"{rl.max_completion_length} new tokens, temperature {rl.temperature}, lr {rl.learning_rate} "
-             "(a method's own where its label sets train.learning_rate), full fine-tuning, from the base model.", "",
+             "(a method's own where its label sets train.learning_rate), "
+             + (f"the last {rl.trainable_layers} decoder layers and the final norm training (the rest frozen)"
+                if rl.trainable_layers else "full fine-tuning") + ", from the base model."
+             + (f" A method whose run finished in {cfg.reuse_training} with the same training is evaluated from "
+                "that run's model (its OUT/<run>/reused_from)." if cfg.reuse_training else ""), "",
              f"| policy | greedy | Avg@{n} (accuracy) | format rate | accuracy among formatted | truncated | "
              + " | ".join(f"Pass@{k}" for k in ks) + " |", "|---|" + "---|" * (5 + len(ks))]
     for policy, r in summary["results"].items():
