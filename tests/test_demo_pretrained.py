@@ -75,6 +75,10 @@ def test_accuracy_is_measured_apart_from_format(tmp_path):
                                 "completion": completion, "correct": correct, "truncated": truncated}) + "\n")
     m = format_metrics(tmp_path)
     assert m == {"accuracy": 2 / 5, "format_rate": 2 / 5, "accuracy_formatted": 1 / 2, "truncated": 1 / 5}
+    # an evaluation resumed with fewer samples per problem keeps the earlier one's extra records in
+    # the file; they are not this evaluation's (here n = 3: the first three rows)
+    assert format_metrics(tmp_path, n=3) == {"accuracy": 2 / 3, "format_rate": 2 / 3, "accuracy_formatted": 1 / 2,
+                                             "truncated": 0.0}
     assert not is_formatted("\\boxed{}") and is_formatted("\\boxed{64}")
 
 

@@ -88,13 +88,16 @@ def link_start(out: Path, model_dir: Path) -> Path:
 
 # -- accuracy apart from format -----------------------------------------------------------------------
 
-def format_metrics(sampled_dir: str | Path) -> dict[str, float]:
+def format_metrics(sampled_dir: str | Path, n: int | None = None) -> dict[str, float]:
     """From a policy's sampled evaluation records (samples.jsonl): `accuracy` (the verifier's, all
     samples), `format_rate` (samples with a `\\boxed{}` answer), `accuracy_formatted` (correct among
-    those; NaN when there are none), `truncated` (samples that hit the token budget)."""
+    those; NaN when there are none), `truncated` (samples that hit the token budget). `n`: the
+    evaluation's samples per problem; records of an earlier evaluation with more (sample_index >= n,
+    which the evaluator keeps when it resumes with fewer) are not this evaluation's."""
     from resrl.eval.runner import read_records
 
-    records = list(read_records(Path(sampled_dir) / "samples.jsonl").values())
+    records = [r for r in read_records(Path(sampled_dir) / "samples.jsonl").values()
+               if n is None or r["sample_index"] < n]
     if not records:
         raise InputError(f"{sampled_dir}: no evaluation records")
     formatted = [is_formatted(r["completion"]) for r in records]
@@ -165,12 +168,12 @@ def run(cfg: PretrainedDemoConfig, workers: int | None = None) -> dict:
         records = {algo: read_record(out, algo, results[algo]) for algo in cfg.algorithms}
 
     runs = {}
-    summary["results"][BASE] = {**evals[BASE].to_dict(), **format_metrics(eval_dir(out, BASE) / "sampled")}
+    summary["results"][BASE] = {**evals[BASE].to_dict(), **format_metrics(eval_dir(out, BASE) / "sampled", cfg.eval.n)}
     for algo, record in records.items():
         runs[algo] = record.metrics
         evals[algo] = record.eval
         timings[f"RL {algo}"], timings[f"evaluate {algo}"] = record.rl_seconds, record.eval_seconds
-        summary["results"][algo] = {**record.eval.to_dict(), **format_metrics(eval_dir(out, algo) / "sampled"),
+        summary["results"][algo] = {**record.eval.to_dict(), **format_metrics(eval_dir(out, algo) / "sampled", cfg.eval.n),
                                     "rl_seconds": record.rl_seconds, "resrl_mode": record.resrl_mode}
     files = write_report(out, cfg, summary, evals, runs)
     timings["total"] = time.perf_counter() - t_start
