@@ -174,6 +174,7 @@ def reusable_training(cfg, algo: str) -> Path | None:
 
     if training(handoff["config"]) != training(config_to_dict(cfg)):
         return None
+
     def trained(d: dict) -> dict:  # the run's train config, where it is written aside
         return {**d, "train": {k: v for k, v in d["train"].items() if k != "output_dir"}}
 
