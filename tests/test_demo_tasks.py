@@ -138,7 +138,7 @@ def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
 
     seen = {}
 
-    def fake_run_seeds(out, seed_list, demo_args, workers):
+    def fake_run_seeds(out, seed_list, demo_args, workers, per_seed_args=None):
         seen["args"] = list(demo_args)
         raise RuntimeError("stop here")
 
