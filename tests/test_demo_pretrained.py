@@ -277,3 +277,28 @@ def test_the_grid_hands_its_dev_training_to_the_first_seed(task, reuses, tmp_pat
     assert (dev["samples"], held_out["samples"]) == ("2", "8")  # the dev choice needs fewer samples
     assert held_out["seeds"] == [0, 1]
     assert held_out["per_seed_args"] == ({0: ["--reuse-training", str(out / "dev")]} if reuses else {})
+
+
+def test_export_demo_split_writes_the_problems_the_demo_evaluates(tmp_path):
+    """scripts/export_demo_split.py: the held-out and dev splits of a seed as data files that the
+    data loaders read back to the demo's own prompts and answers (what diagnose is run on)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from resrl.demo.tasks import build_task
+    from resrl.experiments.demo import eval_problems
+    from resrl.tasks.data import load_problems
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "export_demo_split.py"
+    rows = {}
+    for split in ("test", "dev"):
+        out = tmp_path / f"{split}.jsonl"
+        subprocess.run([sys.executable, str(script), "--split", split, "--seed", "1", "--out", str(out)], check=True,
+                       capture_output=True)
+        cfg = replace(PretrainedDemoConfig(), seed=1, eval_split=split)
+        expected = eval_problems(build_task(cfg), cfg)
+        loaded = load_problems(str(out))
+        assert [(p.prompt, p.answer) for p in loaded] == [(p.prompt, p.answer) for p in expected]
+        rows[split] = {json.dumps(p.prompt) for p in loaded}
+    assert len(rows["test"]) == len(rows["dev"]) == 64 and not rows["test"] & rows["dev"]
