@@ -224,6 +224,8 @@ def test_resume_keeps_runs_when_a_new_config_key_is_at_its_default(tmp_path):
     assert not same_experiment(before, cfg.task_name, replace(cfg, seed=1), {})
     assert not same_experiment(before, "math", cfg, {})
     assert not same_experiment(before, cfg.task_name, cfg, {"x": 1})
+    # another list of methods (a grid point added): the finished runs are still this experiment's
+    assert same_experiment(before, cfg.task_name, replace(cfg, algorithms=(*cfg.algorithms, "grpo/train.learning_rate=1e-4")), {})
     # a key new in a nested section (rl.trainable_layers of the supervised demo's config)
     from resrl.demo.config import DemoConfig
 

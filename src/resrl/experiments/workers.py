@@ -104,13 +104,17 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
 
 def same_experiment(before: dict, task_name: str, cfg, inputs: dict) -> bool:
     """Whether an earlier handoff (OUT/experiment.json) is this experiment: same task, config and
-    inputs. A config key (at any depth of the config's sections) that the earlier run's code did not
-    have yet counts as equal when this config holds its default: a new setting at its default changes
-    nothing that run did."""
+    inputs, the list of methods aside (each run seeds itself: a method added to the list, e.g. a new
+    grid point, leaves the finished runs valid). A config key (at any depth of the config's sections)
+    that the earlier run's code did not have yet counts as equal when this config holds its default: a
+    new setting at its default changes nothing that run did."""
     from resrl.experiments.layout import config_to_dict
 
+    def runs_alike(config: dict) -> dict:  # which methods run beside a run does not change it
+        return {k: v for k, v in config.items() if k != "algorithms"}
+
     return (before.get("task") == task_name
-            and _with_new_defaults(before.get("config", {}), cfg) == config_to_dict(cfg)
+            and runs_alike(_with_new_defaults(before.get("config", {}), cfg)) == runs_alike(config_to_dict(cfg))
             and before.get("inputs", {}) == json.loads(json.dumps(inputs)))
 
 
