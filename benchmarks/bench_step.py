@@ -57,15 +57,14 @@ def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dat
     short arithmetic prompts and a parity reward (0 or 1 from the text: most groups mix both); `overrides` are more
     config keys (`log.phase_times=true`, `model.dtype=...`). `args` needs steps, prompts, group_size
     and tokens; the trainer runs `args.steps + 1` optimiser steps (the first is a warm-up)."""
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
     from resrl.engines.rewards import RewardAdapter
     from resrl.engines.trl import ResRLTrainer
     from resrl.train import load_config
-    from resrl.train.runner import grpo_args
+    from resrl.train.runner import grpo_args, load_model
 
     cfg = load_config(None, [
         f"model.path={model_dir}", f"train.output_dir={out_dir}", f"algorithm.name={algorithm}",
@@ -81,11 +80,7 @@ def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dat
                                      for i in range(64)])
     if reward is None:
         reward = RewardAdapter(lambda c, a: [float(sum(map(ord, x)) % 2) for x in c], name="parity")
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=getattr(torch, cfg.model.dtype))
-    if cfg.model.trainable_layers is not None:  # as resrl.train's runner does
-        from resrl.models.freeze import train_last_layers
-
-        train_last_layers(model, cfg.model.trainable_layers)
+    model = load_model(cfg, model_dir)  # the runner's: dtype and model.trainable_layers
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     common = dict(model=model, reward_funcs=reward, args=grpo_config, train_dataset=dataset,
                   processing_class=tokenizer)

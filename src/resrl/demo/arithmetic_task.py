@@ -81,7 +81,6 @@ class ArithmeticTask(HeldOutSplitTask):
         return tuple(problem.extra["terms"])
 
 
-
 def is_formatted(completion: str) -> bool:
     """The answer format the instruction asks for: a `\\boxed{...}` with something in it."""
     from resrl.rewards.exact import last_boxed

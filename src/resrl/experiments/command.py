@@ -125,7 +125,8 @@ def run_grid(args: argparse.Namespace) -> int:
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
     grid = parse_grid(args.grid)
     # validate the shared options (and that the task has a dev split) before starting any process
-    methods = list(config_from_args(argparse.Namespace(**{**vars(args), "eval_split": "dev"})).algorithms)
+    dev_cfg = config_from_args(argparse.Namespace(**{**vars(args), "eval_split": "dev"}))
+    methods = list(dev_cfg.algorithms)
     out = Path(args.out)
     labels = {m: [(pt, with_settings(m, pt)) for pt in grid] for m in methods}
     every = ",".join(label for m in methods for _, label in labels[m])
@@ -147,18 +148,8 @@ def run_grid(args: argparse.Namespace) -> int:
     baseline = final[methods.index("grpo")] if "grpo" in methods else final[0]
     # the first seed's chosen runs were trained in OUT/dev: where the task's runs share their start (a
     # pretrained model), that seed evaluates them on the held-out split instead of training them again
-    reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if _reuses_training(args.task) else {}
+    reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if hasattr(dev_cfg, "reuse_training") else {}
     return run_multiseed_demo(args, seeds, args.task, ",".join(final), out, baseline=baseline, per_seed_args=reuse)
-
-
-def _reuses_training(task_name: str) -> bool:
-    import dataclasses
-
-    from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.kinds import experiment_kind
-
-    task = get_demo_task(task_name)
-    return "reuse_training" in {f.name for f in dataclasses.fields(experiment_kind(task).config(task))}
 
 
 def _budget_args(args: argparse.Namespace, dev: bool = False) -> list[str]:

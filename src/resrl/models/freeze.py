@@ -13,7 +13,7 @@ from resrl.errors import InputError
 
 def decoder_layers(model):
     """The decoder's list of layers and its final norm (Llama / Qwen / SmolLM2 layout:
-    `model.get_decoder().layers` and `.norm`); ConfigError naming the model otherwise."""
+    `model.get_decoder().layers` and `.norm`); InputError naming the model otherwise."""
     decoder = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
     layers = getattr(decoder, "layers", None)
     norm = getattr(decoder, "norm", None)

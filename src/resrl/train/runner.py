@@ -175,7 +175,9 @@ def _load_tokenizer(config: TrainConfig, model, tokenizer):
     return tokenizer
 
 
-def _load_model(config: TrainConfig, model):
+def load_model(config: TrainConfig, model=None):
+    """The policy a run trains: `model` (a loaded model, or a directory; None: model.path) in
+    model.dtype, with model.trainable_layers applied."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -421,7 +423,7 @@ def run_training(
         train_dataset, rollout_func = _multi_turn(config, train_dataset)
     train_dataset = _load_dataset(config, train_dataset, tokenizer, drop_long=step_rollout is None)
     set_seed(config.train.seed)
-    model = _load_model(config, model)
+    model = load_model(config, model)
 
     jsonl = output_dir / METRICS_FILE if config.log.jsonl else None
     if jsonl is not None and int(os.environ.get("RANK", "0")) == 0:
