@@ -63,8 +63,10 @@ def profile(args) -> dict:
     return dict(group_size=8, rollout_prompts=4, micro_batch=8, max_new_tokens=args.max_new_tokens,
                 max_prompt_length=512, steps=3, bench=dict(d=2560, T=4096, rows=(256, 1024), group_size=4),
                 numerics=dict(groups=4, group_size=8, T=512),
-                budgets={"env": 30, "model": 45, "train": 95, "bench-weights": 60, "numerics": 40, "engines": 15},
-                total_budget=400)  # about 6 min in all: a device call's limit is 600 s, install included
+                # measured on an H100 (2026-11-27): env 20 s, model 18-22 s, bench-weights 12 s, numerics 19 s,
+                # engines 5 s; a train run ~25 s to its first step, then 8-21 s a step at 128 new tokens
+                budgets={"env": 30, "model": 35, "train": 115, "bench-weights": 40, "numerics": 35, "engines": 15},
+                total_budget=480)  # 8 min in all: a device call's limit is 600 s, install (~25 s) included
 
 
 # ==== the driver ===================================================================================
@@ -76,7 +78,10 @@ def main(argv=None) -> int:
     ap.add_argument("--tiny", action="store_true", help="tiny model and sizes (the CPU rehearsal)")
     ap.add_argument("--work", default=None, help="scratch folder for models and runs (default OUT/../gpu-check-work "
                                                   "outside OUT, so that nothing large comes back)")
-    ap.add_argument("--max-new-tokens", type=int, default=1024)
+    # 128: on an H100 (2026-11-27, benchmarks/results/gpu-2026-11-27.md) HF generate of 32 rows of the
+    # Qwen3-0.6B-shaped model took 7-17 s for 128 tokens, so at 1024 not one step finished inside its
+    # part's 85 s; --max-new-tokens with --budget-scale gives longer rollouts room
+    ap.add_argument("--max-new-tokens", type=int, default=128)
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiply every part's time budget")
     ap.add_argument("--parts", default=None, help="comma-separated subset of parts")
     ap.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: run one part
@@ -291,7 +296,7 @@ has positives and negatives (a random-weight model solves nothing) and ResRL com
 import hashlib
 
 
-def score(completions, answers, **kwargs):
+def score(completions, answers):  # resrl's convention, positional (a **kwargs would make it TRL's)
     out = []
     for c in completions:
         text = c if isinstance(c, str) else str(c)
@@ -316,7 +321,9 @@ def train_config(args, work: Path, prof: dict, algo: str, mode: str, out_dir: Pa
                   "max_completion_length": prof["max_new_tokens"], "temperature": 1.0,
                   "bf16": not args.tiny, "use_cpu": args.device == "cpu"},
         "engine": {"resrl_mode": mode},
-        "log": {"logging_steps": 1, "report_to": ["none"], "progress": False, "phase_times": True},
+        "log": {"logging_steps": 1, "report_to": ["none"], "phase_times": True,
+                # on the GPU the progress line is how a cut-short run shows how far it got (cli_tail)
+                "progress": not args.tiny},
         "checkpoint": {"save_steps": prof["steps"], "save_total_limit": 1},
     }
     path = out_dir.parent / f"{out_dir.name}.yaml"
@@ -349,6 +356,11 @@ def part_train(args, work, prof) -> dict:
     res["steps_done"] = len(steps)
     res["loss_finite"] = bool(steps) and all(math.isfinite(float(s.get("loss", float("nan")))) for s in steps)
     res["phases"] = phase_summary(steps)
+    # a run whose reward failed trains nothing and would still finish: every score 0, loss 0
+    from resrl.engines.rewards import FAULT_KINDS  # logged per step as reward/<kind>
+
+    res["reward_faults"] = {k: sum(int(st.get(f"reward/{k}", 0)) for st in steps) for k in FAULT_KINDS}
+    res["rewards_mixed"] = any(float(st.get("reward_std", 0.0)) > 0 for st in steps)
     res["memory_note"] = None if args.device == "cuda" else "unavailable on CPU (peak memory is CUDA's allocator)"
     if status == "ok":
         res["checkpoint"] = check_checkpoint(out_dir, prof["steps"], args)
@@ -356,6 +368,10 @@ def part_train(args, work, prof) -> dict:
             status = "error"
         if not res["loss_finite"]:
             status = "error"
+        if any(res["reward_faults"].values()) or not res["rewards_mixed"]:
+            status = "error"
+            res["error"] = (f"the reward failed ({res['reward_faults']}) or never told completions apart "
+                            f"(reward_std 0 in every step): the run trained nothing")
     res["status"] = status
     return res
 

@@ -66,6 +66,10 @@ def test_rehearsal_training_numbers(rehearsal):
     for name in TRAIN_PARTS:
         e = report["parts"][name]
         assert e["steps_done"] == 3 and e["loss_finite"] is True, name
+        # the run learned from something: the check's reward ran without a fault and told completions
+        # apart (a reward the adapter could not call scored 0 everywhere and still "finished")
+        assert not any(e["reward_faults"].values()) and e["rewards_mixed"] is True, (name, e["reward_faults"])
+        assert any(s["grad_norm"] > 0 for s in e["steps"]), name
         assert all(math.isfinite(s["loss"]) for s in e["steps"])
         ck = e["checkpoint"]
         assert ck["ok"] and ck["global_step"] == 3 and ck["reloaded_forward_finite"], (name, ck)
