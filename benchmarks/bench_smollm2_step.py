@@ -8,6 +8,9 @@
     python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --steps 1 --repeats 1 --json out.json
     # the pretrained demo's own shape: one group per forward/backward, the top 8 of 30 layers training
     python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --micro-batch 8 --trainable-layers 8
+    # on a GPU, where the weights (270 MB) cannot travel: SmolLM2's config and tokenizer, random weights
+    python benchmarks/bench_smollm2_step.py --model SHAPE_DIR --random-weights --device cuda --micro-batch 8 \
+        --trainable-layers 8          # SHAPE_DIR: config.json + tokenizer files of the converted model
 
 A step of this shape takes 1.5-2 minutes on one thread of a shared 2-core machine, so the default
 (3 timed steps after a warm-up, 2 repeats, 3 variants: 24 steps) runs about 40 minutes there;
@@ -25,7 +28,9 @@ policy forwards: ResRL's extra pass; none for GRPO or aligned ResRL with one upd
 weights (token advantages: ResRL's weights, GRPO's group advantages), forward_backward, other
 (optimiser, clipping), and the whole step. Reported per variant: the median over the timed steps
 of all repeats (the first step of each run is a warm-up and is dropped), each median's ratio to
-GRPO's in the same run, and the weights' share of a step (median weights / median step). Repeats
+GRPO's in the same run, the weights' share of a step (median weights / median step), and on CUDA
+the peak GPU memory of each variant's run (torch.cuda.max_memory_allocated, the most over its
+repeats; the model, its optimiser state and the step's activations). Repeats
 are interleaved as in bench_step.py. On a shared machine the numbers are noisy: read ratios of a
 few % as noise.
 """
@@ -65,6 +70,10 @@ def parse_args(argv=None):
                    help="completions per forward/backward (default: the whole step; the pretrained demo: 8)")
     p.add_argument("--trainable-layers", type=int, default=None,
                    help="model.trainable_layers: train the last N decoder layers only (the pretrained demo: 8)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--random-weights", action="store_true",
+                   help="random weights (seed 0) of --model's config, with its tokenizer: the shape without "
+                        "the weights (a GPU machine they cannot travel to); --model then needs no weights")
     return p.parse_args(argv)
 
 
@@ -121,7 +130,9 @@ def summarise(steps: dict[str, list[dict[str, float]]], base: str = BASE) -> dic
 
 def markdown_table(summary: dict[str, dict], base: str = BASE) -> str:
     """One row per variant: median seconds of each phase and of the step, with the ratio to `base`."""
-    head = ["variant", *(c.replace("_", " ") for c in COLUMNS), "weights' share of step"]
+    gpu = all("peak_gpu_bytes" in s for s in summary.values())  # a CUDA run: one more column
+    head = ["variant", *(c.replace("_", " ") for c in COLUMNS), "weights' share of step",
+            *(["peak GPU memory MiB"] if gpu else [])]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for label, s in summary.items():
         cells = [label]
@@ -130,6 +141,9 @@ def markdown_table(summary: dict[str, dict], base: str = BASE) -> str:
             cells.append(f"{sec:.3f}" if label == base or ratio is None else f"{sec:.3f} ({ratio:.2f}×)")
         share = s["weights_share"]
         cells.append("–" if share is None else f"{100 * share:.3f} %")  # ResRL's weights: a few 0.01 %
+        if gpu:
+            peak, ref = s["peak_gpu_bytes"] / 2**20, summary[base]["peak_gpu_bytes"] / 2**20
+            cells.append(f"{peak:.0f}" if label == base else f"{peak:.0f} ({peak / ref:.3f}×)")
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -141,19 +155,54 @@ def trainer_overrides(args) -> list[str]:
     return ["log.phase_times=true", "model.dtype=float32", f"model.trainable_layers={args.trainable_layers or 'null'}"]
 
 
+def random_weights_model(shape_dir: Path, dest: Path) -> Path:
+    """`dest`: a model of `shape_dir`'s config with random weights (torch seed 0) and its tokenizer
+    files, saved in float32 as the converted model is loaded. The step's shapes and work are the real
+    model's; what it generates is not (the fixed min_new_tokens keeps the token count the same)."""
+    import shutil
+
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(shape_dir)
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.save_pretrained(dest)
+    for f in Path(shape_dir).iterdir():
+        if f.name.startswith("tokenizer") or f.name in ("chat_template.jinja", "special_tokens_map.json",
+                                                        "generation_config.json"):
+            shutil.copy(f, dest / f.name)
+    return dest
+
+
 def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset):
+    """(per-step phase times, wall seconds, peak GPU bytes or None) of one trainer run."""
+    import torch
     from transformers import PrinterCallback
 
     trainer = build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset=dataset,
-                            overrides=trainer_overrides(args), logging_steps=1)
+                            overrides=trainer_overrides(args), logging_steps=1, device=args.device)
     trainer.remove_callback(PrinterCallback)  # it would print every step's log
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     trainer.train()
     wall = time.perf_counter() - t0
+    peak = None
+    if cuda:
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    if cuda and next(trainer.model.parameters()).device.type != "cuda":
+        raise RuntimeError("--device cuda: the trainer's model is not on the GPU")
     steps = phase_steps(trainer.state.log_history)
     if len(steps) != args.steps:
         raise RuntimeError(f"{algorithm}/{mode}: {len(steps)} timed steps logged, expected {args.steps}")
-    return steps, wall
+    del trainer
+    if cuda:
+        torch.cuda.empty_cache()  # the next run's peak is its own
+    return steps, wall, peak
 
 
 def main(argv=None) -> None:
@@ -166,37 +215,55 @@ def main(argv=None) -> None:
     torch.set_num_threads(args.threads)
     dataset = Dataset.from_list(addition_prompts(64))
     todo = variants(args)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no GPU")
     runs: dict[str, list[list[dict[str, float]]]] = {label: [] for label, *_ in todo}
+    peaks: dict[str, int] = {}
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
+        model_dir = args.model
+        if args.random_weights:
+            model_dir = random_weights_model(Path(args.model), Path(tmp) / "model")
         for r, (label, kind, algorithm, mode, micro) in interleaved(todo, args.repeats):
-            steps, wall = run_variant(args.model, Path(tmp) / f"out-{r}-{algorithm}-{mode}", args, kind,
-                                      algorithm, mode, micro, dataset)
+            steps, wall, peak = run_variant(model_dir, Path(tmp) / f"out-{r}-{algorithm}-{mode}", args, kind,
+                                            algorithm, mode, micro, dataset)
             runs[label].append(steps)
+            if peak is not None:
+                peaks[label] = max(peaks.get(label, 0), peak)
             med = {c: statistics.median(s[c] for s in steps) for c in COLUMNS}
-            print(f"  repeat {r}: {label:17s} step {med['step']:.2f} s (generation {med['generation']:.2f}, "
-                  f"old_logps {med['old_logps']:.2f}, weights {med['weights']:.3f}, "
-                  f"forward_backward {med['forward_backward']:.2f}); run {wall:.0f} s", flush=True)
+            print(f"  repeat {r}: {label:17s} step {med['step']:.3f} s (generation {med['generation']:.3f}, "
+                  f"old_logps {med['old_logps']:.3f}, weights {med['weights']:.4f}, "
+                  f"forward_backward {med['forward_backward']:.3f}); run {wall:.0f} s"
+                  + (f"; peak GPU memory {peak / 2**20:.0f} MiB" if peak is not None else ""), flush=True)
     summary = summarise({label: [s for rep in reps for s in rep] for label, reps in runs.items()})
+    for label, peak in peaks.items():
+        summary[label]["peak_gpu_bytes"] = peak
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(args.model)
-    shape = (f"SmolLM2-135M-Instruct (float32, {config.num_hidden_layers} layers, d = {config.hidden_size}); "
-             f"{args.prompts} prompts x G={args.group_size}, {args.tokens} new tokens, torch threads "
-             f"{args.threads}; median of {args.steps} timed steps x {args.repeats} repeats (after 1 warm-up "
-             f"step per run); seconds, (× GRPO)")
+    where = (f"{torch.cuda.get_device_name()}" if args.device == "cuda" else f"CPU, torch threads {args.threads}")
+    shape = (f"SmolLM2-135M-Instruct{' shape, random weights' if args.random_weights else ''} (float32, "
+             f"{config.num_hidden_layers} layers, d = {config.hidden_size}; trainable layers "
+             f"{args.trainable_layers or 'all'}); {args.prompts} prompts x G={args.group_size}, micro-batch "
+             f"{args.micro_batch or args.prompts * args.group_size}, {args.tokens} new tokens; {where}; median of "
+             f"{args.steps} timed steps x {args.repeats} repeats (after 1 warm-up step per run); seconds, (× GRPO)")
     table = markdown_table(summary)
     print(f"\n{shape}\n\n{table}\n")
     for label in ("resrl aligned", "resrl extra-pass"):
         s = summary[label]
         print(f"{label} / GRPO (whole step): {s['ratio_to_base']['step']:.3f}; "
               f"weights {100 * s['weights_share']:.3f} % of the step")
+    if peaks:
+        base_peak = peaks[BASE]
+        print("peak GPU memory: " + "; ".join(f"{label} {p / 2**20:.0f} MiB ({p / base_peak:.3f}× GRPO)"
+                                              for label, p in peaks.items()))
     print(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
         args.json.write_text(json.dumps({
             "command": " ".join(["python", *sys.argv]), "args": {k: str(v) for k, v in vars(args).items()},
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "trl": trl.__version__},
+            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
             "shape": shape, "summary": summary, "steps": runs, "table": table}, indent=1) + "\n")
         print(f"wrote {args.json}")
 

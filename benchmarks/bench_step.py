@@ -51,12 +51,13 @@ def interleaved(todo, repeats):
 
 
 def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dataset=None, reward=None,
-                  overrides=(), logging_steps=10_000):
+                  overrides=(), logging_steps=10_000, device="cpu"):
     """A trainer as `resrl train` would configure it (config -> GRPOConfig) on a fixed-length batch:
     ResRLTrainer (`kind` "ours") or plain TRL GRPOTrainer ("trl"). `dataset` and `reward` default to
     short arithmetic prompts and a parity reward (0 or 1 from the text: most groups mix both); `overrides` are more
     config keys (`log.phase_times=true`, `model.dtype=...`). `args` needs steps, prompts, group_size
-    and tokens; the trainer runs `args.steps + 1` optimiser steps (the first is a warm-up)."""
+    and tokens; the trainer runs `args.steps + 1` optimiser steps (the first is a warm-up). `device`:
+    "cpu" (TrainingArguments.use_cpu) or "cuda" (the Trainer's own device placement)."""
     from datasets import Dataset
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
@@ -72,7 +73,7 @@ def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dat
         f"train.group_size={args.group_size}", f"train.micro_batch_size={micro}",
         f"train.max_completion_length={args.tokens}", "train.learning_rate=1e-4", "log.progress=false",
         "log.report_to=[none]", f"engine.resrl_mode={mode}", "algorithm.resrl.rank=16", *overrides])
-    grpo_config = grpo_args(cfg, 1, use_cpu=True)
+    grpo_config = grpo_args(cfg, 1, use_cpu=device == "cpu")
     grpo_config.generation_kwargs = {"min_new_tokens": args.tokens}
     grpo_config.logging_steps = logging_steps  # 10_000: keep the table readable (the Trainer prints every log)
     if dataset is None:
