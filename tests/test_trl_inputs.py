@@ -29,6 +29,10 @@ def test_the_convention_comes_from_the_signature():
     def trl_named(prompts, completions, solution): ...
     def trl_positional_with_kwargs(prompts, completions, **kw): ...
     def neither(completions, solution, level, extra): ...
+    # resrl's two positionals with a **kwargs (gpu_check's reward had one): TRL cannot pass `answers`,
+    # so calling it TRL's way raised on every item and scored 0 silently
+    def resrl_with_kwargs(completions, answers, **kwargs): ...
+    def kwargs_needing_an_unknown_keyword(completions, *, level, **kwargs): ...
 
     columns = {"solution": [], "trainer_state": None}
     assert reward_style(resrl_fn, columns) == "resrl"
@@ -36,6 +40,10 @@ def test_the_convention_comes_from_the_signature():
     assert reward_style(trl_kwargs, columns) == "trl"
     assert reward_style(trl_named, columns) == "trl"
     assert reward_style(trl_positional_with_kwargs, columns) == "trl"
+    assert reward_style(resrl_with_kwargs, columns) == "resrl"
+    assert reward_style(resrl_with_kwargs, {**columns, "answers": []}) == "trl"  # a column TRL passes
+    with pytest.raises(InputError, match="kwargs_needing_an_unknown_keyword"):
+        reward_style(kwargs_needing_an_unknown_keyword, columns)
     with pytest.raises(InputError, match=r"'neither' has the signature .* fits neither resrl's .* nor TRL's"):
         reward_style(neither, columns)
 

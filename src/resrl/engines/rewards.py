@@ -105,22 +105,26 @@ _LOCAL_ONLY = ("trainer_state", "log_extra", "log_metric", "environments")
 def reward_style(fn, columns) -> str:
     """"trl" for TRL's convention, f(completions, **kwargs) called with keywords (prompts,
     completions, completion_ids, the dataset's columns, trainer_state, ...); "resrl" for
-    f(completions, answers) called positionally. Decided from the signature: **kwargs, or named
-    parameters that include `completions` and are all TRL keywords or dataset columns, is TRL's;
-    two positional parameters is resrl's. InputError naming the function when neither fits."""
+    f(completions, answers) called positionally. Decided from the signature: **kwargs whose required
+    parameters TRL can all pass (its keywords, the dataset's columns), or named parameters that
+    include `completions` and are all of those, is TRL's; two positional parameters is resrl's
+    (`f(completions, answers, **kwargs)` too: TRL has no `answers` to pass, and calling it TRL's
+    way would fail on every item and score 0 silently). InputError naming the function when
+    neither fits."""
     name = getattr(fn, "__name__", None) or type(fn).__name__
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):  # a builtin without a signature: the project's convention
         return "resrl"
     P = inspect.Parameter
-    if any(p.kind is P.VAR_KEYWORD for p in params):
-        return "trl"
+    passable = set(TRL_REWARD_KWARGS) | set(columns)  # what TRL's call can name
     named = [p.name for p in params if p.kind in (P.POSITIONAL_OR_KEYWORD, P.KEYWORD_ONLY)]
-    if "completions" in named and set(named) <= set(TRL_REWARD_KWARGS) | set(columns):
+    required = [p for p in params if p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
+    if any(p.kind is P.VAR_KEYWORD for p in params) and {p.name for p in required} <= passable:
+        return "trl"
+    if "completions" in named and set(named) <= passable:
         return "trl"
     positional = [p for p in params if p.kind in (P.POSITIONAL_ONLY, P.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in params if p.default is P.empty and p.kind not in (P.VAR_POSITIONAL, P.VAR_KEYWORD)]
     if (len(positional) >= 2 or any(p.kind is P.VAR_POSITIONAL for p in params)) and len(required) <= 2:
         return "resrl"
     raise InputError(
