@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from resrl.demo.arithmetic_task import (ArithmeticConfig, ArithmeticTask, PretrainedDemoConfig, arithmetic_reward,
-                                        is_formatted, states_a_number)
+                                        final_number, is_formatted, states_a_number)
 
 
 def test_train_dev_and_held_out_never_meet():
@@ -42,9 +42,26 @@ ATTACKS = {
     "\\boxed{65} or \\boxed{66}": 0.0,
     "60 61 62 63 64 65 66 67 68 69 70": 0.0,
     "": 0.0,
+    # what GRPO at lr 1e-4 learned on SmolLM2 (2026-11-27; dev Avg@4 0.77 under the old guard, 0.8 % of
+    # its samples stating the sum): restate the question, then words with no number, cut at 48 tokens
+    "To calculate the result of 7 + 58, we need to follow the order of operations: parentheses, "
+    "addition, subtraction, and division.\n\nTo calculate the result, we'll follow the order of "
+    "operations: parentheses, addition,": 0.0,
+    "Here's how to calculate the result:\n\nTo calculate the result of 7 + 58, we need to follow": 0.0,
+    "7 + 58 =": 0.0,  # the sum left open (a cut-off answer) ...
+    "7 + 58 = ?": 0.0,
+    "7 + 58 = x.": 0.0,  # ... or left to an unknown
+    "result = 7 + 58\nprint(result)": 0.0,
+    "65 - 0 is the same as 7 + 58": 0.0,
+    # where the last term is the sum (a "+ 0" the other way round: "What is 0 + 65?"), the restated
+    # question ends on the answer itself: only the operator before it tells it is an operand
+    "To calculate the result of 0 + 65, we follow the order of operations": 0.0,
+    "0 + 65": 0.0,
+    "65 + 0 =": 0.0,
 }
 HONEST = {"7 + 58 = 65, so the answer is \\boxed{65}.": 1.0, "\\boxed{65}": 1.0, "$\\boxed{65}$": 1.0,
-          "\\boxed{65.0}": 1.0, "7 + 58 = 65": 1.0, "\\boxed{66}": 0.0}
+          "\\boxed{65.0}": 1.0, "7 + 58 = 65": 1.0, "\\boxed{66}": 0.0, "The answer is 65.": 1.0,
+          "7 + 58 is 65, which is the sum.": 1.0, "7+58=65": 1.0, "7 + 58 = 66": 0.0, "The sum is 64.": 0.0}
 
 
 def test_the_reward_pays_the_sum_and_nothing_for_the_cheap_outputs():
@@ -54,12 +71,16 @@ def test_the_reward_pays_the_sum_and_nothing_for_the_cheap_outputs():
 
 
 def test_the_number_guard_is_what_stops_the_unevaluated_sum():
-    """Without `states_a_number` the family's verifier alone pays the question's own terms."""
+    """Without `final_number` the family's verifier alone pays the question's own terms, boxed or
+    restated in words (what GRPO found); the guard hands it the stated number only."""
     from resrl.tasks.rewards import load_reward_function
 
     verifier = load_reward_function("math")
-    assert verifier(["\\boxed{7+58}"], ["65"]) == [1.0]
-    assert not states_a_number("\\boxed{7+58}") and states_a_number("\\boxed{65}")
+    restated = "To calculate the result of 7 + 58, we need to follow the order of operations: parentheses,"
+    assert verifier(["\\boxed{7+58}", restated], ["65", "65"]) == [1.0, 1.0]
+    assert final_number("\\boxed{7+58}") is None and final_number(restated) is None
+    assert final_number("\\boxed{65}") == "65" and final_number("7 + 58 = 65. Done.") == "65"
+    assert states_a_number("The answer is 65.") and not states_a_number("7 + 58 =")
 
 
 def test_accuracy_is_measured_apart_from_format(tmp_path):

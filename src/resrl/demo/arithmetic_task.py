@@ -6,7 +6,9 @@ verifier (Math-Verify). Run by the pretrained experiment, `resrl.experiments.pre
     answer    "65"
     reward    the `math` family reward (Math-Verify in its isolated pool): 1 when the final answer
               equals the sum, in training and evaluation alike; an answer that is an expression
-              (`\\boxed{7+58}`, which Math-Verify evaluates) scores 0 (`states_a_number`)
+              (`\\boxed{7+58}`, which Math-Verify evaluates) or a restatement of the question
+              ("the result of 7 + 58 is found by ...") scores 0: only the number a completion
+              states as its final answer is verified (`final_number`)
     format    a completion is well formatted when it holds a `\\boxed{...}` (`is_formatted`); accuracy,
               format rate and accuracy among well-formatted completions are reported apart, so a
               policy that only learns to write `\\boxed{}` shows up as format, not accuracy
@@ -90,23 +92,44 @@ def is_formatted(completion: str) -> bool:
 
 
 _NUMERAL = re.compile(r"[-+]?\d+(?:\.0*)?")
-_OPERATOR = re.compile(r"[+*/×÷^]|\d\s*-\s*\d|\\(?:frac|times|cdot|div)")
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# an arithmetic operator right before a number, or one (or "=") right after it: the number is an operand
+_OPERATOR_BEFORE = re.compile(r"(?:[+\-*/×÷^]|\\(?:frac|times|cdot|div))\s*$")
+_OPERATOR_AFTER = re.compile(r"^\s*(?:[+\-*/×÷^=]|\\(?:times|cdot|div))")
 
 
-def states_a_number(completion: str) -> bool:
-    """Whether the final answer is a number, not an expression the verifier would evaluate: the last
-    `\\boxed{}` holds a numeral (`65`, `65.0`; `\\text{}` and `$` removed), or, with no box, the text
-    after the last "=" of the last line holds no arithmetic operator. Math-Verify compares answers
-    symbolically, so `\\boxed{7+58}` — the question's own terms — equals 65 and would earn the reward
-    without the sum being done."""
+def final_number(completion: str) -> str | None:
+    """The completion's final answer as a numeral, or None when it states none.
+
+    - With a `\\boxed{}`: the last box's content (`\\text{}` and `$` removed), which must be a
+      numeral (`65`, `65.0`).
+    - Without one: the last number in the text, which must stand on its own — no arithmetic operator
+      right before it, none (nor "=") right after it.
+
+    Why: Math-Verify compares answers symbolically and, without a box, takes the last expression it
+    finds, so the question's own terms earn the reward without the sum being done — `\\boxed{7+58}`,
+    and, found by GRPO on SmolLM2 at lr 1e-4 (dev Avg@4 0.77 with 0.8 % of the samples stating the
+    sum), a restatement with no number after it: "To calculate the result of 7 + 58, we need to
+    follow the order of operations: parentheses, addition, ...". Here only a number the completion
+    states as its result is verified. (The sums are positive: a "-" before a number is an operator.)"""
     from resrl.rewards.exact import last_boxed
 
     boxed = last_boxed(completion)
     if boxed is not None:
         text = re.sub(r"\\text\{([^{}]*)\}", r"\1", boxed).replace("$", "").replace(" ", "").rstrip(".")
-        return bool(_NUMERAL.fullmatch(text))
-    lines = [line for line in completion.strip().splitlines() if line.strip()]
-    return bool(lines) and not _OPERATOR.search(lines[-1].rsplit("=", 1)[-1])
+        return text.lstrip("+") if _NUMERAL.fullmatch(text) else None
+    numbers = list(_NUMBER.finditer(completion))
+    if not numbers:
+        return None
+    last = numbers[-1]
+    if _OPERATOR_BEFORE.search(completion[:last.start()]) or _OPERATOR_AFTER.match(completion[last.end():]):
+        return None
+    return last.group(0)
+
+
+def states_a_number(completion: str) -> bool:
+    """Whether the completion states a final answer that is a number (`final_number`)."""
+    return final_number(completion) is not None
 
 
 _REWARD = None
@@ -114,15 +137,17 @@ _REWARD = None
 
 def arithmetic_reward(completions: list[str], answers: list[str]) -> list[float]:
     """The math family's verifier (`resrl.tasks.rewards`, name `math`: Math-Verify in an isolated
-    pool, one per process), on completions whose final answer is a number (`states_a_number`): 1.0
-    when it equals the sum, 0.0 otherwise."""
+    pool, one per process) on the number each completion states as its final answer
+    (`final_number`, given to it as `\\boxed{number}`): 1.0 when it equals the sum, 0.0 otherwise
+    or when the completion states no number."""
     global _REWARD
     if _REWARD is None:
         from resrl.tasks.rewards import load_reward_function
 
         _REWARD = load_reward_function("math")
-    scores = _REWARD(completions, answers)
-    return [float(s) if states_a_number(c) else 0.0 for c, s in zip(completions, scores)]
+    numbers = [final_number(c) for c in completions]
+    scores = _REWARD([f"\\boxed{{{n}}}" if n is not None else "" for n in numbers], answers)
+    return [float(s) if n is not None else 0.0 for n, s in zip(numbers, scores)]
 
 
 def describe(t: ArithmeticConfig) -> str:
@@ -200,5 +225,5 @@ def arithmetic_config(quick: bool = False) -> PretrainedDemoConfig:
     return PretrainedDemoConfig.quick() if quick else PretrainedDemoConfig()
 
 
-__all__ = ["states_a_number", "ArithmeticConfig", "ArithmeticTask", "PretrainedDemoConfig", "PRETRAINED_ALGORITHMS", "arithmetic_config", "INSTRUCTION", "arithmetic_reward", "is_formatted", "describe",
+__all__ = ["final_number", "states_a_number", "ArithmeticConfig", "ArithmeticTask", "PretrainedDemoConfig", "PRETRAINED_ALGORITHMS", "arithmetic_config", "INSTRUCTION", "arithmetic_reward", "is_formatted", "describe",
            "arithmetic_eval_config"]
