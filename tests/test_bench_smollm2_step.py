@@ -65,6 +65,12 @@ def test_summary_medians_ratios_and_weights_share(bench):
     table = bench.markdown_table(summary).splitlines()
     assert len(table) == 4 and table[0].startswith("| variant | generation | old logps | weights |")
     assert "(15.00×)" in table[3] and table[3].endswith(f"| {100 * 1.5 / e['median_s']['step']:.3f} % |")
+    assert "peak GPU memory" not in table[0]  # a CPU run has no memory column
+    # a CUDA run: the peak memory of each variant, with its ratio to GRPO's
+    g["peak_gpu_bytes"], e["peak_gpu_bytes"] = 900 * 2**20, 918 * 2**20
+    table = bench.markdown_table(summary).splitlines()
+    assert table[0].endswith("| peak GPU memory MiB |")
+    assert table[2].endswith("| 900 |") and table[3].endswith("| 918 (1.020×) |")
 
 
 def test_prompts_are_one_or_two_digit_additions_with_the_boxed_instruction(bench):
