@@ -58,6 +58,9 @@ ATTACKS = {
     "To calculate the result of 0 + 65, we follow the order of operations": 0.0,
     "0 + 65": 0.0,
     "65 + 0 =": 0.0,
+    "7 + 58 ≠ 65.": 0.0,  # a denial states no answer (seen once in GRPO's dev samples)
+    "7 + 58 \\neq 65": 0.0,
+    "7 + 58 != 65": 0.0,
 }
 HONEST = {"7 + 58 = 65, so the answer is \\boxed{65}.": 1.0, "\\boxed{65}": 1.0, "$\\boxed{65}$": 1.0,
           "\\boxed{65.0}": 1.0, "7 + 58 = 65": 1.0, "\\boxed{66}": 0.0, "The answer is 65.": 1.0,

@@ -93,8 +93,9 @@ def is_formatted(completion: str) -> bool:
 
 _NUMERAL = re.compile(r"[-+]?\d+(?:\.0*)?")
 _NUMBER = re.compile(r"\d+(?:\.\d+)?")
-# an arithmetic operator right before a number, or one (or "=") right after it: the number is an operand
-_OPERATOR_BEFORE = re.compile(r"(?:[+\-*/×÷^]|\\(?:frac|times|cdot|div))\s*$")
+# an arithmetic operator right before a number, or one (or "=") right after it: the number is an operand;
+# a "≠" before it denies it ("4 + 2 ≠ 6." states no answer)
+_OPERATOR_BEFORE = re.compile(r"(?:[+\-*/×÷^≠]|!=|\\(?:frac|times|cdot|div|neq|ne)\b)\s*$")
 _OPERATOR_AFTER = re.compile(r"^\s*(?:[+\-*/×÷^=]|\\(?:times|cdot|div))")
 
 
