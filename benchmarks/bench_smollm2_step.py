@@ -159,19 +159,16 @@ def random_weights_model(shape_dir: Path, dest: Path) -> Path:
     """`dest`: a model of `shape_dir`'s config with random weights (torch seed 0) and its tokenizer
     files, saved in float32 as the converted model is loaded. The step's shapes and work are the real
     model's; what it generates is not (the fixed min_new_tokens keeps the token count the same)."""
-    import shutil
-
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     config = AutoConfig.from_pretrained(shape_dir)
     torch.manual_seed(0)
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    if (Path(shape_dir) / "generation_config.json").is_file():  # from_config leaves the defaults
+        model.generation_config = GenerationConfig.from_pretrained(shape_dir)
     model.save_pretrained(dest)
-    for f in Path(shape_dir).iterdir():
-        if f.name.startswith("tokenizer") or f.name in ("chat_template.jinja", "special_tokens_map.json",
-                                                        "generation_config.json"):
-            shutil.copy(f, dest / f.name)
+    AutoTokenizer.from_pretrained(shape_dir).save_pretrained(dest)  # with its chat template
     return dest
 
 
@@ -185,6 +182,8 @@ def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset)
     trainer.remove_callback(PrinterCallback)  # it would print every step's log
     cuda = args.device == "cuda"
     if cuda:
+        if next(trainer.model.parameters()).device.type != "cuda":
+            raise RuntimeError("--device cuda: the trainer's model is not on the GPU")
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
@@ -194,8 +193,6 @@ def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset)
     if cuda:
         torch.cuda.synchronize()
         peak = torch.cuda.max_memory_allocated()
-    if cuda and next(trainer.model.parameters()).device.type != "cuda":
-        raise RuntimeError("--device cuda: the trainer's model is not on the GPU")
     steps = phase_steps(trainer.state.log_history)
     if len(steps) != args.steps:
         raise RuntimeError(f"{algorithm}/{mode}: {len(steps)} timed steps logged, expected {args.steps}")
@@ -241,7 +238,8 @@ def main(argv=None) -> None:
     from transformers import AutoConfig
 
     config = AutoConfig.from_pretrained(args.model)
-    where = (f"{torch.cuda.get_device_name()}" if args.device == "cuda" else f"CPU, torch threads {args.threads}")
+    device_name = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
+    where = device_name if args.device == "cuda" else f"CPU, torch threads {args.threads}"
     shape = (f"SmolLM2-135M-Instruct{' shape, random weights' if args.random_weights else ''} (float32, "
              f"{config.num_hidden_layers} layers, d = {config.hidden_size}; trainable layers "
              f"{args.trainable_layers or 'all'}); {args.prompts} prompts x G={args.group_size}, micro-batch "
@@ -263,7 +261,7 @@ def main(argv=None) -> None:
             "command": " ".join(["python", *sys.argv]), "args": {k: str(v) for k, v in vars(args).items()},
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "trl": trl.__version__},
-            "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+            "device": device_name,
             "shape": shape, "summary": summary, "steps": runs, "table": table}, indent=1) + "\n")
         print(f"wrote {args.json}")
 
