@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from resrl.demo.arithmetic_task import (ArithmeticConfig, ArithmeticTask, PretrainedDemoConfig, arithmetic_reward,
-                                        final_number, is_formatted, states_a_number)
+                                        final_number, is_formatted)
 
 
 def test_train_dev_and_held_out_never_meet():
@@ -83,7 +83,7 @@ def test_the_number_guard_is_what_stops_the_unevaluated_sum():
     assert verifier(["\\boxed{7+58}", restated], ["65", "65"]) == [1.0, 1.0]
     assert final_number("\\boxed{7+58}") is None and final_number(restated) is None
     assert final_number("\\boxed{65}") == "65" and final_number("7 + 58 = 65. Done.") == "65"
-    assert states_a_number("The answer is 65.") and not states_a_number("7 + 58 =")
+    assert final_number("The answer is 65.") == "65" and final_number("7 + 58 =") is None
 
 
 def test_accuracy_is_measured_apart_from_format(tmp_path):

@@ -128,11 +128,6 @@ def final_number(completion: str) -> str | None:
     return last.group(0)
 
 
-def states_a_number(completion: str) -> bool:
-    """Whether the completion states a final answer that is a number (`final_number`)."""
-    return final_number(completion) is not None
-
-
 _REWARD = None
 
 
@@ -226,5 +221,5 @@ def arithmetic_config(quick: bool = False) -> PretrainedDemoConfig:
     return PretrainedDemoConfig.quick() if quick else PretrainedDemoConfig()
 
 
-__all__ = ["final_number", "states_a_number", "ArithmeticConfig", "ArithmeticTask", "PretrainedDemoConfig", "PRETRAINED_ALGORITHMS", "arithmetic_config", "INSTRUCTION", "arithmetic_reward", "is_formatted", "describe",
+__all__ = ["final_number", "ArithmeticConfig", "ArithmeticTask", "PretrainedDemoConfig", "PRETRAINED_ALGORITHMS", "arithmetic_config", "INSTRUCTION", "arithmetic_reward", "is_formatted", "describe",
            "arithmetic_eval_config"]
