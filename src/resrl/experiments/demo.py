@@ -29,7 +29,7 @@ from resrl.demo.evaluate import EvalResult, evaluate, greedy_accuracy
 from resrl.demo.tasks import build_task, get_demo_task
 from resrl.errors import InputError
 from resrl.experiments.layout import config_from_dict as _from_dict
-from resrl.experiments.layout import jsonable, read_result, run_dir, run_dir_name
+from resrl.experiments.layout import TRAINED_FILE, jsonable, read_result, run_dir, run_dir_name, write_json_atomic
 from resrl.experiments.warmstart import warm_start
 from resrl.experiments.workers import method_workers, run_methods
 
@@ -118,6 +118,12 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
     source = reusable_training(cfg, algo)
     if source is not None:  # the same training finished in another experiment (the grid's dev phase)
         return evaluate_reused(cfg, algo, task, source, log_path, display)
+    here = run_dir(out, algo)
+    if (here / TRAINED_FILE).is_file() and (here / "model").is_dir():  # kept by run_methods(resume=True)
+        if display is not None:
+            display.say(f"RL {algo}: trained before (OUT/{here.name}/{TRAINED_FILE}); its evaluation resumes")
+        return _evaluate_saved(cfg, algo, task, here / "model", json.loads((here / TRAINED_FILE).read_text()),
+                               log_path, display)
     rl_rows = [{"prompt": p.prompt, "answer": p.answer}
                for p in task.train_problems(cfg.rl.steps * cfg.rl.rollout_prompts, stream="rl")]
     t1 = time.perf_counter()
@@ -131,9 +137,14 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
         result = run_training(train_config(cfg, algo, run_dir(out, algo)), model=str(out / "warm_start"),
                               tokenizer=None, train_dataset=Dataset.from_list(rl_rows), reward_fn=reward,
                               on_log=on_log, save_final=False)
-        result.model.save_pretrained(run_dir(out, algo) / "model")
-        result.tokenizer.save_pretrained(run_dir(out, algo) / "model")  # a model directory `resrl eval` loads
+        result.model.save_pretrained(here / "model")
+        result.tokenizer.save_pretrained(here / "model")  # a model directory `resrl eval` loads
+        # the evaluation's records name the model they score: the saved one, as a resumed run loads it
+        result.model.config.name_or_path = str(here / "model")
     rl_seconds = display.done(bar) if display is not None else time.perf_counter() - t1
+    # the training is done: a run killed from here on (its evaluation) resumes without training again
+    write_json_atomic(here / TRAINED_FILE, {"metrics": result.metrics, "rl_seconds": rl_seconds,
+                                           "resrl_mode": result.resrl_mode})
     t2 = time.perf_counter()
     res = _evaluate(display, algo, result.model, result.tokenizer, test=eval_problems(task, cfg), cfg=cfg,
                     log_path=log_path)
@@ -189,9 +200,6 @@ def reusable_training(cfg, algo: str) -> Path | None:
 def evaluate_reused(cfg, algo: str, task, source: Path, log_path: Path, display: Display | None) -> RunRecord:
     """`algo`'s run from `source` (`reusable_training`): OUT/<run>/model links to its model,
     metrics.jsonl is its training log, and the model is evaluated on this experiment's split."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     here = run_dir(cfg.out, algo)
     here.mkdir(parents=True, exist_ok=True)
     for name in ("metrics.jsonl", "train_config.json"):
@@ -205,12 +213,24 @@ def evaluate_reused(cfg, algo: str, task, source: Path, log_path: Path, display:
         shutil.rmtree(link)
     link.symlink_to((source / "model").resolve(), target_is_directory=True)
     done = json.loads((source / "result.json").read_text())
+    done = {k: done[k] for k in ("metrics", "rl_seconds", "resrl_mode")}
+    write_json_atomic(here / TRAINED_FILE, done)  # killed while evaluating: its evaluation records are kept
     if display is not None:
         display.say(f"RL {algo}: training reused from {source} (same training settings and start)")
+    return _evaluate_saved(cfg, algo, task, link, done, log_path, display)
+
+
+def _evaluate_saved(cfg, algo: str, task, model_dir: Path, done: dict, log_path: Path,
+                    display: Display | None) -> RunRecord:
+    """The RunRecord of a trained model saved in `model_dir`, its training's `done` (metrics,
+    rl_seconds, resrl_mode) and its evaluation (which resumes from its records in OUT/eval/<run>)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     t2 = time.perf_counter()
     with _quiet(log_path):
         tokenizer = AutoTokenizer.from_pretrained(Path(cfg.out) / "warm_start")
-        model = AutoModelForCausalLM.from_pretrained(link, dtype=torch.float32).eval()
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
     res = _evaluate(display, algo, model, tokenizer, test=eval_problems(task, cfg), cfg=cfg, log_path=log_path)
     return RunRecord(done["metrics"], res, done["rl_seconds"], time.perf_counter() - t2, done["resrl_mode"])
 

@@ -6,6 +6,8 @@
                                  name (`resrl/resrl.rank=4` -> `resrl+resrl.rank=4`, `run_dir_name`)
     OUT/<run>/result.json        the run's result, written whole then renamed: its existence means
                                  done (`write_result`; RESULT_FILE)
+    OUT/<run>/trained.json       the run's training finished and its model is saved; its evaluation
+                                 may not be (TRAINED_FILE): a resumed run evaluates, it does not train
     OUT/<run>/worker.log         a worker's stdout and stderr (WORKER_LOG)
     OUT/seed-S/                  one seed of a multi-seed experiment (`seed_dir`); its summary.json
                                  (SUMMARY_FILE) means done
@@ -24,6 +26,7 @@ from typing import Any
 
 HANDOFF_FILE = "experiment.json"
 RESULT_FILE = "result.json"
+TRAINED_FILE = "trained.json"
 SUMMARY_FILE = "summary.json"
 WORKER_LOG = "worker.log"
 
@@ -122,6 +125,6 @@ def read_handoff(out: str | Path) -> dict:
         raise FileNotFoundError(f"{path}: no experiment handoff (a worker runs inside an experiment's OUT)") from None
 
 
-__all__ = ["HANDOFF_FILE", "RESULT_FILE", "SUMMARY_FILE", "WORKER_LOG", "run_dir_name", "run_dir", "seed_dir",
+__all__ = ["HANDOFF_FILE", "RESULT_FILE", "TRAINED_FILE", "SUMMARY_FILE", "WORKER_LOG", "run_dir_name", "run_dir", "seed_dir",
            "jsonable", "write_json_atomic", "write_result", "read_result", "config_to_dict", "config_from_dict",
            "write_handoff", "read_handoff"]

@@ -11,8 +11,9 @@ The methods' runs are the supervised experiment's own (`resrl.experiments.demo.r
 RL run and evaluation, from OUT/warm_start, which here is the base model), in this process or as
 worker processes (`resrl.experiments.workers.run_methods`). `--seeds` and `--grid` work as for
 every demo task; the base model is the "warm start" policy every method is paired with. A killed
-run continues: the same command keeps every method whose run finished (same settings) and resumes
-every evaluation from its records.
+run continues: the same command keeps every method whose run finished (same settings), does not
+train again a method whose training finished (OUT/<run>/trained.json), and resumes every
+evaluation from its records.
 """
 
 from __future__ import annotations

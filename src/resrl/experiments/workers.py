@@ -23,8 +23,8 @@ import threading
 from pathlib import Path
 from typing import Callable, Sequence
 
-from resrl.experiments.layout import (RESULT_FILE, WORKER_LOG, read_handoff, read_result, run_dir, write_handoff,
-                                      write_result)
+from resrl.experiments.layout import (RESULT_FILE, TRAINED_FILE, WORKER_LOG, read_handoff, read_result, run_dir,
+                                      write_handoff, write_result)
 
 # run_one(cfg, label, inputs) -> a JSON-able result dict
 RunOne = Callable[[object, str, dict], dict]
@@ -48,8 +48,11 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
 
     By default a new run replaces an old one (a new warm start: nothing to resume): the results of
     earlier runs in OUT are removed first. With `resume`, a run whose result.json is there from an
-    earlier call with the same task, config and inputs (OUT/experiment.json) is kept and not rerun;
-    `on_discard(label)` is called for each run that will run afresh (e.g. to remove its evaluation)."""
+    earlier call with the same task, config and inputs (OUT/experiment.json) is kept and not rerun, and
+    one with only its trained.json (killed while evaluating) keeps its training and evaluation records
+    (its `run_one` evaluates the saved model); `on_discard(label)` is called for each run that will run
+    afresh (e.g. to remove its evaluation). Without `resume` every trained.json is removed, so a
+    `run_one` that honours it never evaluates an old run's model."""
     from resrl.experiments.jobs import Job, Step, run_jobs
     from resrl.experiments.layout import HANDOFF_FILE
 
@@ -57,19 +60,24 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
     inputs = dict(inputs or {})
     if say is None:
         say = print
-    keep = set()
+    keep, trained = set(), set()
     if resume and (out / HANDOFF_FILE).is_file():
         if same_experiment(read_handoff(out), task_name, cfg, inputs):
             keep = {label for label in labels if (run_dir(out, label) / RESULT_FILE).is_file()}
+            # killed after its training, during its evaluation: run_one finds the model and evaluates it
+            trained = {label for label in labels
+                       if label not in keep and (run_dir(out, label) / TRAINED_FILE).is_file()}
     for label in labels:
-        if label in keep:
+        if label in keep or label in trained:
             continue
-        for stale in (RESULT_FILE, WORKER_LOG, "metrics.jsonl"):
+        for stale in (RESULT_FILE, TRAINED_FILE, WORKER_LOG, "metrics.jsonl"):
             (run_dir(out, label) / stale).unlink(missing_ok=True)
         if on_discard is not None:
             on_discard(label)
     if keep:
         say(f"already done (kept): {', '.join(label for label in labels if label in keep)}")
+    if trained:
+        say(f"trained, evaluation resumes (kept): {', '.join(label for label in labels if label in trained)}")
     write_handoff(out, task_name, cfg, inputs)
     todo = [label for label in labels if label not in keep]
     if workers <= 1:
