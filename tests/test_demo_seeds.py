@@ -120,3 +120,9 @@ def test_the_multiseed_table_keeps_its_columns_when_a_policy_lacks_a_metric(tmp_
     assert "accuracy among formatted" in table[0] and "format rate" in table[0]
     assert len({line.count("|") for line in table}) == 1
     assert any(line.startswith("| warm start |") and "—" in line for line in table)
+    assert "its own model initialisation" in files[0].read_text()  # a summary without its config: a demo's
+    # the pretrained demo's seeds share one start, the base model; the report says so
+    (tmp_path / "p").mkdir()
+    pretrained = {s_: {**summary(0.2, 0.6), "config": {"task_name": "smollm2-arithmetic"}} for s_ in (0, 1)}
+    text = write_multiseed(tmp_path / "p", pretrained, baseline="grpo")[0].read_text()
+    assert "the warm start is the base model" in text and "its own model initialisation" not in text

@@ -121,9 +121,15 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
         (m for m in first if m.startswith("pass@")), key=lambda m: int(m[5:]))
     names = {"greedy": "greedy", "avg": "Avg@n", "format_rate": "format rate",
              "accuracy_formatted": "accuracy among formatted", "truncated": "truncated"}
+    task_name = summaries[seeds[0]].get("config", {}).get("task_name")
+    if task_name and _starts_pretrained(task_name):
+        what = ("its own training problems, held-out split and sampling, all from the same pretrained model: "
+                "the warm start is the base model")
+    else:
+        what = "its own model initialisation, warm start, held-out split and sampling"
     lines = [f"# Demo over {len(seeds)} seeds ({', '.join(map(str, seeds))})", "",
-             "Mean over seeds and 95 % Student-t interval over seeds (each seed: its own model initialisation, "
-             "warm start, held-out split and sampling; every policy of a seed is evaluated on that seed's split).", "",
+             f"Mean over seeds and 95 % Student-t interval over seeds (each seed: {what}; every policy of a seed "
+             "is evaluated on that seed's split).", "",
              "| policy | " + " | ".join(names.get(m, m.replace("pass@", "Pass@")) for m in metrics) + " |",
              "|---|" + "---|" * len(metrics)]
     for p, d in agg.items():
@@ -146,6 +152,13 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
     plot_passk(passk_band_summaries(agg, HELD_OUT), list(agg), out / "passk_seeds.png",
                title=f"Pass@k, mean and 95 % interval over {len(seeds)} seeds")
     return [out / "multiseed.md", out / "multiseed.json", out / "passk_seeds.png"]
+
+
+def _starts_pretrained(task_name: str) -> bool:
+    """Whether the demo task's runs start from a shared pretrained model (no warm start of its own)."""
+    from resrl.demo.tasks import get_demo_task
+
+    return get_demo_task(task_name).experiment == "pretrained"
 
 
 __all__ = ["run_multiseed_demo", "metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences", "parse_seeds", "seed_dir",
