@@ -98,12 +98,19 @@ def test_accuracy_is_measured_apart_from_format(tmp_path):
             f.write(json.dumps({"benchmark": "held-out", "problem_id": "p", "sample_index": i,
                                 "completion": completion, "correct": correct, "truncated": truncated}) + "\n")
     m = format_metrics(tmp_path)
-    assert m == {"accuracy": 2 / 5, "format_rate": 2 / 5, "accuracy_formatted": 1 / 2, "truncated": 1 / 5}
+    assert m == {"accuracy": 2 / 5, "format_rate": 2 / 5, "accuracy_formatted": 1 / 2, "truncated": 1 / 5,
+                 "accuracy_finished": 2 / 4}
     # an evaluation resumed with fewer samples per problem keeps the earlier one's extra records in
     # the file; they are not this evaluation's (here n = 3: the first three rows)
     assert format_metrics(tmp_path, n=3) == {"accuracy": 2 / 3, "format_rate": 2 / 3, "accuracy_formatted": 1 / 2,
-                                             "truncated": 0.0}
+                                             "truncated": 0.0, "accuracy_finished": 2 / 3}
     assert not is_formatted("\\boxed{}") and is_formatted("\\boxed{64}")
+    # a policy whose every sample hits the budget has no accuracy among finished answers (NaN, not 0)
+    (tmp_path / "cut").mkdir()
+    (tmp_path / "cut" / "samples.jsonl").write_text(json.dumps({"benchmark": "held-out", "problem_id": "p",
+        "sample_index": 0, "completion": "7 + 58 = 65 and", "correct": True, "truncated": True}) + "\n")
+    cut = format_metrics(tmp_path / "cut")
+    assert cut["truncated"] == 1.0 and cut["accuracy"] == 1.0 and cut["accuracy_finished"] != cut["accuracy_finished"]
 
 
 def test_the_handoff_and_the_quick_config():
@@ -133,7 +140,8 @@ def test_quick_pretrained_demo_end_to_end(tmp_path, capsys):
     assert json.loads((tmp_path / "smollm2" / "config.json").read_text())["num_hidden_layers"] == 30
     assert set(summary["results"]) == {BASE, "resrl"}
     for r in summary["results"].values():
-        assert {"greedy", "avg", "format_rate", "accuracy_formatted", "truncated", "pass_at"} <= set(r)
+        assert {"greedy", "avg", "format_rate", "accuracy_formatted", "truncated", "accuracy_finished",
+                "pass_at"} <= set(r)
         assert r["accuracy"] == pytest.approx(r["avg"])  # the records' accuracy is the evaluator's Avg@n
     steps = [json.loads(line) for line in (out / "resrl" / "metrics.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps if "loss" in s] == [1, 2] and summary["results"]["resrl"]["resrl_mode"]

@@ -112,12 +112,12 @@ def test_the_multiseed_table_keeps_its_columns_when_a_policy_lacks_a_metric(tmp_
     formatted answers: null): its cell is a dash, every row keeps the header's columns."""
     def summary(base_af, rl_af):
         res = lambda avg, af: {"greedy": avg, "avg": avg, "pass_at": {"1": avg, "2": avg + 0.1}, "format_rate": 0.5,
-                               "accuracy_formatted": af, "truncated": 0.1}
+                               "accuracy_formatted": af, "truncated": 0.1, "accuracy_finished": avg + 0.05}
         return {"results": {"warm start": res(0.1, base_af), "grpo": res(0.4, rl_af)}}
 
     files = write_multiseed(tmp_path, {0: summary(None, 0.6), 1: summary(0.2, 0.7)}, baseline="grpo")
     table = [line for line in files[0].read_text().splitlines() if line.startswith("|")]
-    assert "accuracy among formatted" in table[0] and "format rate" in table[0]
+    assert "accuracy among formatted" in table[0] and "format rate" in table[0] and "accuracy among finished" in table[0]
     assert len({line.count("|") for line in table}) == 1
     assert any(line.startswith("| warm start |") and "—" in line for line in table)
     assert "its own model initialisation" in files[0].read_text()  # a summary without its config: a demo's

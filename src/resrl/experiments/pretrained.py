@@ -92,7 +92,9 @@ def link_start(out: Path, model_dir: Path) -> Path:
 def format_metrics(sampled_dir: str | Path, n: int | None = None) -> dict[str, float]:
     """From a policy's sampled evaluation records (samples.jsonl): `accuracy` (the verifier's, all
     samples), `format_rate` (samples with a `\\boxed{}` answer), `accuracy_formatted` (correct among
-    those; NaN when there are none), `truncated` (samples that hit the token budget). `n`: the
+    those; NaN when there are none), `truncated` (samples that hit the token budget),
+    `accuracy_finished` (correct among the samples that ended inside the budget; NaN when none did:
+    a policy that learns only to stop shows up in `truncated`, not here). `n`: the
     evaluation's samples per problem; records of an earlier evaluation with more (sample_index >= n,
     which the evaluator keeps when it resumes with fewer) are not this evaluation's."""
     from resrl.eval.runner import read_records
@@ -103,11 +105,14 @@ def format_metrics(sampled_dir: str | Path, n: int | None = None) -> dict[str, f
         raise InputError(f"{sampled_dir}: no evaluation records")
     formatted = [is_formatted(r["completion"]) for r in records]
     correct = [bool(r["correct"]) for r in records]
-    n_formatted = sum(formatted)
+    finished = [not r.get("truncated") for r in records]
+    n_formatted, n_finished = sum(formatted), sum(finished)
     return {"accuracy": sum(correct) / len(records), "format_rate": n_formatted / len(records),
             "accuracy_formatted": (sum(c for c, f in zip(correct, formatted) if f) / n_formatted
                                    if n_formatted else float("nan")),
-            "truncated": sum(bool(r.get("truncated")) for r in records) / len(records)}
+            "truncated": sum(bool(r.get("truncated")) for r in records) / len(records),
+            "accuracy_finished": (sum(c for c, f in zip(correct, finished) if f) / n_finished
+                                  if n_finished else float("nan"))}
 
 
 # -- the experiment -----------------------------------------------------------------------------------
@@ -212,15 +217,21 @@ def write_report(out: Path, cfg: PretrainedDemoConfig, summary: dict, evals: dic
              + (f" A method whose run finished in {cfg.reuse_training} with the same training is evaluated from "
                 "that run's model (its OUT/<run>/reused_from)." if cfg.reuse_training else ""), "",
              f"| policy | greedy | Avg@{n} (accuracy) | format rate | accuracy among formatted | truncated | "
-             + " | ".join(f"Pass@{k}" for k in ks) + " |", "|---|" + "---|" * (5 + len(ks))]
+             "accuracy among finished | " + " | ".join(f"Pass@{k}" for k in ks) + " |",
+             "|---|" + "---|" * (6 + len(ks))]
+
+    def rate(x) -> str:
+        return "—" if x is None or x != x else f"{x:.3f}"  # NaN (none formatted / none finished): a dash
+
     for policy, r in summary["results"].items():
         name = "base model" if policy == BASE else policy
-        af = r["accuracy_formatted"]
         lines.append(f"| {name} | {r['greedy']:.3f} | {r['avg']:.3f} | {r['format_rate']:.3f} | "
-                     + ("—" if af != af else f"{af:.3f}") + f" | {r['truncated']:.3f} | "
+                     f"{rate(r['accuracy_formatted'])} | {r['truncated']:.3f} | {rate(r.get('accuracy_finished'))} | "
                      + " | ".join(f"{r['pass_at'][str(k)]:.3f}" for k in ks) + " |")
     lines += ["", "Accuracy is the verifier's on every sample; the format rate counts samples with a `\\boxed{}` "
-              "answer, so a policy that only learns the format shows up there and not in accuracy.", ""]
+              "answer, so a policy that only learns the format shows up there and not in accuracy. Truncated "
+              "samples hit the token budget; accuracy among finished is the correct ones among the others, so a "
+              "policy that only learns to stop inside the budget shows up in truncation, not there.", ""]
     if runs:
         lines += ["![training curves](training.png)", ""]
     lines += ["![Pass@k](passk.png)", ""]

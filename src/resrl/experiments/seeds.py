@@ -25,14 +25,19 @@ from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds, p
 PerSeed = dict
 
 
+# the pretrained demo's accuracy-apart-from-format metrics (`resrl.experiments.pretrained.format_metrics`)
+PRETRAINED_METRICS = ("format_rate", "accuracy_formatted", "truncated", "accuracy_finished")
+
+
 def metrics_of(result: dict) -> dict[str, float]:
     """Flat metrics of one policy's entry in a demo summary.json: greedy, Avg@n, Pass@k (and the
-    pretrained demo's format rate, accuracy among formatted answers and truncation)."""
+    pretrained demo's format rate, accuracy among formatted answers, truncation and accuracy among
+    the answers finished inside the budget)."""
     out = {"greedy": float(result["greedy"]), "avg": float(result["avg"])}
     for k, v in result.get("pass_at", {}).items():
         out[f"pass@{k}"] = float(v)
-    for key in ("format_rate", "accuracy_formatted", "truncated"):  # the pretrained demo's, where present
-        if result.get(key) is not None:
+    for key in PRETRAINED_METRICS:  # the pretrained demo's, where present
+        if result.get(key) is not None and result[key] == result[key]:  # not None, not NaN
             out[key] = float(result[key])
     return out
 
@@ -117,10 +122,11 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
 
     first = next(iter(agg.values()))
     present = {m for d in agg.values() for m in d}  # a policy may lack one (no formatted answer on some seed)
-    metrics = ["greedy", "avg"] + [m for m in ("format_rate", "accuracy_formatted", "truncated") if m in present] + sorted(
+    metrics = ["greedy", "avg"] + [m for m in PRETRAINED_METRICS if m in present] + sorted(
         (m for m in first if m.startswith("pass@")), key=lambda m: int(m[5:]))
     names = {"greedy": "greedy", "avg": "Avg@n", "format_rate": "format rate",
-             "accuracy_formatted": "accuracy among formatted", "truncated": "truncated"}
+             "accuracy_formatted": "accuracy among formatted", "truncated": "truncated",
+             "accuracy_finished": "accuracy among finished"}
     task_name = summaries[seeds[0]].get("config", {}).get("task_name")
     if task_name and _starts_pretrained(task_name):
         what = ("its own training problems, held-out split and sampling, all from the same pretrained model: "
