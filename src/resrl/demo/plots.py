@@ -52,6 +52,7 @@ def plot_training_curves(runs: dict[str, Sequence[dict]], path: str | Path, smoo
     rows = (len(panels) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.6 * cols, 3.2 * rows), squeeze=False)
     colors = {name: f"C{i}" for i, name in enumerate(runs)}
+    lines = {}  # one legend for the figure: a legend in every panel hid the curves
     for ax, (title, names) in zip(axes.flat, panels):
         for algo, metrics in runs.items():
             s = _series(metrics, names)
@@ -59,14 +60,20 @@ def plot_training_curves(runs: dict[str, Sequence[dict]], path: str | Path, smoo
                 continue
             x, y = s
             ax.plot(x, y, color=colors[algo], alpha=0.25, linewidth=0.8)
-            ax.plot(x, _smooth(y, smooth), color=colors[algo], linewidth=1.8, label=algo)
+            lines[algo], = ax.plot(x, _smooth(y, smooth), color=colors[algo], linewidth=1.8, label=algo)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("RL step")
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    for ax in list(axes.flat)[len(panels):]:
+    free = list(axes.flat)[len(panels):]
+    for ax in free:
         ax.axis("off")
-    fig.tight_layout()
+    if free:  # in the first empty panel
+        free[0].legend(lines.values(), lines.keys(), loc="center", fontsize=9, frameon=False)
+        fig.tight_layout()
+    else:  # below the panels
+        fig.legend(lines.values(), lines.keys(), loc="lower center", fontsize=9, frameon=False,
+                   ncol=min(len(lines), 3))
+        fig.tight_layout(rect=(0, 0.06 * ((len(lines) + 2) // 3) / rows, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [t for t, _ in panels]
