@@ -74,14 +74,22 @@ def plot_passk(summaries: Sequence[dict], labels: Sequence[str], out_png: str | 
     for ax in list(axes.flat)[len(panels):]:
         ax.axis("off")
     handles, names = axes.flat[0].get_legend_handles_labels()
-    legend_rows = 0
+    width, height, bottom = 4.2 * cols, 3.4 * rows, 0.0
     if len(labels) > 1 or labels[0]:
-        ncol = min(len(names), 6, 2 * cols)  # about two labels fit under a panel
-        legend_rows = math.ceil(len(names) / ncol)
+        # as many columns as the longest label lets fit (a label is ~0.075 in a character plus its
+        # marker), the figure widened for one that does not fit alone and heightened for the rows:
+        # long labels (method/key=value/...) under a single panel were cut off at the edges
+        entry = 0.7 + 0.075 * max(len(n) for n in names)
+        width = max(width, entry + 0.4)
+        ncol = max(1, min(len(names), 6, int(width // entry)))
+        legend_in = 0.24 * math.ceil(len(names) / ncol) + 0.1
+        height += legend_in
+        bottom = legend_in / height
+        fig.set_size_inches(width, height)
         fig.legend(handles, names, loc="lower center", ncol=ncol, frameon=False)
     if title:
         fig.suptitle(title)
-    fig.tight_layout(rect=(0, min(0.4, 0.075 * legend_rows / rows) if len(labels) > 1 else 0, 1, 1))
+    fig.tight_layout(rect=(0, bottom, 1, 1))
     out_png = Path(out_png)
     out_png.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out_png, dpi=120)
