@@ -1,24 +1,32 @@
-"""The demo's training-curve figure (`resrl.demo.plots.plot_training_curves`)."""
+"""The demo's figures: training curves (`resrl.demo.plots.plot_training_curves`) and Pass@k
+(`resrl.eval.plots.plot_passk`)."""
 
 from __future__ import annotations
 
 import pytest
 
 
-@pytest.mark.parametrize("n_runs,keys", [(5, 7), (4, 6)])  # 7 panels leave a free slot, 6 do not
-def test_one_legend_for_the_figure_that_names_every_run(n_runs, keys, tmp_path, monkeypatch):
-    """A legend in every panel hid the curves (five long run labels over each plot): the figure has
-    one legend, in the first empty panel or below the panels, naming each run once."""
+@pytest.fixture
+def saved(monkeypatch) -> list:
+    """The figures saved during the test (matplotlib's Agg backend), in order, to inspect after the plot
+    function has closed them."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
 
+    figures = []
+    real_savefig = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (figures.append(self), real_savefig(self, *a, **k))[1])
+    return figures
+
+
+@pytest.mark.parametrize("n_runs,keys", [(5, 7), (4, 6)])  # 7 panels leave a free slot, 6 do not
+def test_one_legend_for_the_figure_that_names_every_run(n_runs, keys, tmp_path, saved):
+    """A legend in every panel hid the curves (five long run labels over each plot): the figure has
+    one legend, in the first empty panel or below the panels, naming each run once."""
     from resrl.demo.plots import CURVES, plot_training_curves
 
-    saved = []
-    real_savefig = Figure.savefig
-    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (saved.append(self), real_savefig(self, *a, **k))[1])
     metrics = [names[0] for _, names in list(CURVES.items())[:keys]]
     runs = {f"algo-{r}/train.learning_rate=1e-4": [{"step": s, **{m: s * (r + 1.0) for m in metrics}}
                                                   for s in range(1, 6)] for r in range(n_runs)}
@@ -32,19 +40,11 @@ def test_one_legend_for_the_figure_that_names_every_run(n_runs, keys, tmp_path, 
     assert len(panels) == keys and all(ax.get_legend() is None for ax in panels)
 
 
-def test_a_pass_at_k_legend_of_long_labels_fits_in_the_figure(tmp_path, monkeypatch):
+def test_a_pass_at_k_legend_of_long_labels_fits_in_the_figure(tmp_path, saved):
     """Five method labels with their settings (resrl/resrl.pos_scale=1.0/train.learning_rate=3e-5)
     under one panel: the legend stays inside the saved figure, below the panel, not cut at its edges."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
     from resrl.eval.plots import plot_passk
 
-    saved = []
-    real_savefig = Figure.savefig
-    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: (saved.append(self), real_savefig(self, *a, **k))[1])
     labels = ["warm start", "grpo/train.learning_rate=1e-4", "resrl/train.learning_rate=3e-5",
               "resrl/resrl.pos_scale=1.0/train.learning_rate=3e-5",
               "resrl/resrl.hidden_alignment=token/train.learning_rate=1e-4"]

@@ -134,7 +134,7 @@ def train_and_evaluate(cfg: DemoConfig, algo: str, task: ChainAdditionTask, log_
             display.update(bar, completed=entry.get("step", 0), info=rl_info(entry))
 
     with _quiet(log_path):
-        result = run_training(train_config(cfg, algo, run_dir(out, algo)), model=str(out / "warm_start"),
+        result = run_training(train_config(cfg, algo, here), model=str(out / "warm_start"),
                               tokenizer=None, train_dataset=Dataset.from_list(rl_rows), reward_fn=reward,
                               on_log=on_log, save_final=False)
         result.model.save_pretrained(here / "model")

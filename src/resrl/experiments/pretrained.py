@@ -110,7 +110,7 @@ def format_metrics(sampled_dir: str | Path, n: int | None = None) -> dict[str, f
     return {"accuracy": sum(correct) / len(records), "format_rate": n_formatted / len(records),
             "accuracy_formatted": (sum(c for c, f in zip(correct, formatted) if f) / n_formatted
                                    if n_formatted else float("nan")),
-            "truncated": sum(bool(r.get("truncated")) for r in records) / len(records),
+            "truncated": (len(records) - n_finished) / len(records),
             "accuracy_finished": (sum(c for c, f in zip(correct, finished) if f) / n_finished
                                   if n_finished else float("nan"))}
 
