@@ -25,6 +25,7 @@ import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 
 DEFAULT_ALGORITHMS = ("grpo", "gigpo", "empg", "resrl")
@@ -94,6 +95,26 @@ class AgentsDemoConfig:
         if self.colours and (len(set(self.colours)) < 2 or not all(str(c).isalpha() for c in self.colours)):
             raise ValueError(f"AgentsDemoConfig.colours must be empty or two or more distinct words, got {self.colours!r}")
 
+    # -- the step-layout experiment's hooks (StepDemo) ------------------------------------------------
+    def games(self) -> tuple[list, list, dict]:
+        """(training games, held-out games, what the summary records about the split)."""
+        train_tasks, test_tasks = split_tasks(self.max_length, self.test_fraction, self.seed)
+        train, test = games_for(self)
+        assert not {task_of(g) for g in train} & {task_of(g) for g in test}
+        return train, test, {"train_tasks": train_tasks, "test_tasks": test_tasks}
+
+    def env(self) -> tuple[str, dict]:
+        """(env.name, env.options) of training and evaluation: the corridor."""
+        return "resrl.envs.toy:make_toy_env", {}
+
+    def expert_samples(self, games) -> list:
+        return expert_samples(games, self.history_window)
+
+    def write_report(self, out: Path, summary: dict) -> None:
+        if summary["training"]:
+            plot_training_success(summary["training"], out / "training_success.png")
+        write_report(out, self, summary)
+
     @classmethod
     def quick(cls, **kw) -> "AgentsDemoConfig":
         """A smoke run of about a minute: few games, few steps, two algorithms' worth of rounds."""
@@ -102,6 +123,20 @@ class AgentsDemoConfig:
                     is_quick=True)
         base.update(kw)
         return cls(**base)
+
+
+class StepDemo(Protocol):
+    """What the step-layout experiment (resrl.experiments.steps) asks of a demo task's config, besides
+    the budgets AgentsDemoConfig names (seed, out, task_name, algorithms, bc_*, rounds, rollout_prompts,
+    group_size, history_window, max_steps, max_step_tokens, temperature, eval_samples, model, ...)."""
+
+    def games(self) -> tuple[list, list, dict]: ...  # (training games, held-out games, split facts for summary.json)
+
+    def env(self) -> tuple[str, dict]: ...  # (env.name, env.options): training and evaluation alike
+
+    def expert_samples(self, games) -> list: ...  # [(step prompt messages, expert reply)] for behaviour cloning
+
+    def write_report(self, out: Path, summary: dict) -> None: ...  # OUT/report.md (and plots)
 
 
 # -- games ------------------------------------------------------------------------------------------
@@ -219,5 +254,5 @@ def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
     (out / "report.md").write_text("\n".join(lines))
 
 
-__all__ = ["AgentsDemoConfig", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
+__all__ = ["AgentsDemoConfig", "StepDemo", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
            "expert_samples", "plot_training_success", "write_report"]

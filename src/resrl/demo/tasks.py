@@ -221,10 +221,33 @@ def _agents_config(quick: bool = False):
     return AgentsDemoConfig.quick() if quick else AgentsDemoConfig()
 
 
+def _agents_config_type():
+    from resrl.demo.agents_task import AgentsDemoConfig
+
+    return AgentsDemoConfig
+
+
 register_demo_task(DemoTask(
     name="agents", title="corridor agent (step layout)", config=_agents_config, experiment="steps",
+    config_type=_agents_config_type(),
     summary="a corridor game played step by step (env.layout=step, EnvPool): walk to the door of the task's colour and open it, not the decoy; "
             "held-out (length, goal) tasks; algorithms grpo,gigpo,empg,resrl by default"))
+
+
+# -- webshop: WebShop-format shopping in the step layout (resrl.demo.webshop_task, run by resrl.experiments.steps)
+
+def _register_webshop() -> None:
+    from resrl.demo.webshop_task import WebShopDemoConfig, webshop_config
+
+    register_demo_task(DemoTask(
+        name="webshop", title="WebShop-format shopping (step layout)", config=webshop_config,
+        config_type=WebShopDemoConfig, experiment="steps",
+        summary="WebShop-format shopping on a small generated catalog (search, results, item page, options, buy "
+                "now; WebShop's score as reward): held-out goals ask for products no training goal does; "
+                "algorithms grpo,gigpo,empg,resrl by default"))
+
+
+_register_webshop()
 
 
 # -- smollm2-arithmetic: a pretrained LM (resrl.demo.arithmetic_task, run by resrl.experiments.pretrained)

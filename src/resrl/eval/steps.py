@@ -55,7 +55,8 @@ def evaluate_steps(model, tokenizer, games: Sequence[Any], env_factory: Callable
     Returns success (mean over games of each game's success rate), se (its standard error over
     games), pass (a game counts when any of its episodes won), pass_at {k: unbiased pass@k, k in 1,
     2, 4, ... up to samples}, episodes, steps (mean per episode), invalid_format_rate (per step),
-    per_game (each game's success rate) and wins (each game's episodes, 1.0 won / 0.0 not).
+    per_game (each game's success rate), wins (each game's episodes, 1.0 won / 0.0 not), reward
+    (the mean episode reward: e.g. WebShop's score) and per_game_reward.
     policy: a StepPolicy instead of sampling from `model` (then `seed` / `temperature` are its own)."""
     from resrl.engines.multiturn import ChatRenderer, HFStepPolicy
     from resrl.engines.steps import episode_stats, rollout_steps
@@ -76,8 +77,10 @@ def evaluate_steps(model, tokenizer, games: Sequence[Any], env_factory: Callable
                                     max_steps=max_steps, max_step_tokens=max_step_tokens,
                                     max_prompt_tokens=max_prompt_tokens)
     wins = [[] for _ in games]
+    rewards = [[] for _ in games]
     for e in episodes:
         wins[e.group].append(1.0 if e.won else 0.0)
+        rewards[e.group].append(float(e.reward))
     means = [sum(w) / len(w) for w in wins]
     n = len(means)
     mean = sum(means) / n
@@ -88,7 +91,9 @@ def evaluate_steps(model, tokenizer, games: Sequence[Any], env_factory: Callable
     return {"success": mean, "se": se, "pass": sum(1.0 for w in wins if max(w) > 0) / n,
             "episodes": len(episodes), "steps": s["episode/steps"],
             "invalid_format_rate": s["episode/invalid_format_rate"], "per_game": means,
-            "pass_at": pass_at, "invalid_action_rate": s["episode/invalid_action_rate"], "wins": wins}
+            "pass_at": pass_at, "invalid_action_rate": s["episode/invalid_action_rate"], "wins": wins,
+            "reward": sum(sum(r) for r in rewards) / max(1, sum(len(r) for r in rewards)),
+            "per_game_reward": [sum(r) / len(r) if r else 0.0 for r in rewards]}
 
 
 # -- `resrl eval --env NAME --data GAMES` -------------------------------------------------------------

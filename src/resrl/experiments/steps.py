@@ -19,8 +19,7 @@ import time
 from dataclasses import asdict, replace
 from pathlib import Path
 
-from resrl.demo.agents_task import (BC_CHECK_SEED, DEFAULT_ALGORITHMS, EVAL_SEED, WARM, AgentsDemoConfig, games_for,
-                                    plot_training_success, split_tasks, task_of, write_report)
+from resrl.demo.agents_task import BC_CHECK_SEED, DEFAULT_ALGORITHMS, EVAL_SEED, WARM, AgentsDemoConfig
 from resrl.errors import InputError
 from resrl.experiments.layout import config_from_dict as _from_dict
 from resrl.experiments.layout import jsonable, run_dir
@@ -30,7 +29,8 @@ from resrl.experiments.workers import method_workers, run_methods
 
 # -- evaluation -------------------------------------------------------------------------------------
 
-def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32):
+def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32,
+             env=None):
     """Success on `games` through the EnvPool: greedy (temperature 0, one episode each) or sampled
     (`samples` episodes per game, seeded). Returns success (mean over episodes), its standard error over
     games, pass@samples (a game counts when any of its episodes won), mean steps, invalid-format rate."""
@@ -38,25 +38,33 @@ def evaluate(model_dir, games, history_window, max_steps, seed=0, temperature=0.
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-    return play(model, tok, games, history_window, max_steps, seed, temperature, samples, max_step_tokens)
+    return play(model, tok, games, history_window, max_steps, seed, temperature, samples, max_step_tokens, env)
 
 
-def play(model, tok, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32):
-    """`evaluate` on a loaded model: resrl.eval.steps.evaluate_steps on the corridor (resrl.envs.toy), the
-    evaluator `resrl eval --env` uses (its extra keys, e.g. pass_at, come along)."""
-    from resrl.envs.toy import make_toy_env
-    from resrl.eval.steps import evaluate_steps
+def play(model, tok, games, history_window, max_steps, seed=0, temperature=0.0, samples=1, max_step_tokens=32,
+         env=None):
+    """`evaluate` on a loaded model: resrl.eval.steps.evaluate_steps on the demo's environment (`env`: its
+    (env.name, options), as `StepDemo.env()` gives; None: the corridor, resrl.envs.toy), the evaluator
+    `resrl eval --env` uses (its extra keys, e.g. pass_at, come along)."""
+    from resrl.eval.steps import evaluate_steps, step_env
 
-    return evaluate_steps(model, tok, games, make_toy_env, {"history_window": history_window}, max_steps=max_steps,
-                          max_step_tokens=max_step_tokens, seed=seed, temperature=temperature, samples=samples)
+    name, options = env or ("resrl.envs.toy:make_toy_env", {})
+    factory, own = step_env(name, max_steps)
+    return evaluate_steps(model, tok, games, factory, {**own, **options, "history_window": history_window},
+                          max_steps=max_steps, max_step_tokens=max_step_tokens, seed=seed, temperature=temperature,
+                          samples=samples)
 
 
 def evaluate_policy(model_dir, test_games, cfg: AgentsDemoConfig) -> dict:
-    """A policy's summary entry: greedy success, sampled success (`avg`), pass@1 / pass@n, and details."""
-    greedy = evaluate(model_dir, test_games, cfg.history_window, cfg.max_steps, max_step_tokens=cfg.max_step_tokens)
+    """A policy's summary entry: greedy success, sampled success (`avg`), pass@1 / pass@n, the mean
+    episode reward greedy and sampled (`greedy_score`, `score`: WebShop's score), and details."""
+    greedy = evaluate(model_dir, test_games, cfg.history_window, cfg.max_steps, max_step_tokens=cfg.max_step_tokens,
+                      env=cfg.env())
     sampled = evaluate(model_dir, test_games, cfg.history_window, cfg.max_steps, seed=cfg.seed + EVAL_SEED,
-                       temperature=cfg.temperature, samples=cfg.eval_samples, max_step_tokens=cfg.max_step_tokens)
+                       temperature=cfg.temperature, samples=cfg.eval_samples, max_step_tokens=cfg.max_step_tokens,
+                       env=cfg.env())
     return {"greedy": greedy["success"], "avg": sampled["success"], "avg_se": sampled["se"],
+            "greedy_score": greedy["reward"], "score": sampled["reward"],
             "pass_at": {"1": sampled["success"], str(cfg.eval_samples): sampled["pass"]},
             "episodes": sampled["episodes"], "steps": sampled["steps"],
             "invalid_format_rate": sampled["invalid_format_rate"],
@@ -68,9 +76,13 @@ def evaluate_policy(model_dir, test_games, cfg: AgentsDemoConfig) -> dict:
 def train_config(cfg: AgentsDemoConfig, algo: str, warm_dir, data_path, out_dir):
     from resrl.train import load_config
 
+    import json as _json
+
+    name, options = cfg.env()
     return load_config(None, [
         f"model.path={warm_dir}", f"data.train={data_path}", "reward.function=env",
-        "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", f"env.history_window={cfg.history_window}",
+        f"env.name={name}", "env.layout=step", f"env.history_window={cfg.history_window}",
+        *(f"env.options.{k}={_json.dumps(v)}" for k, v in options.items()),
         f"env.max_steps={cfg.max_steps}", f"env.max_step_tokens={cfg.max_step_tokens}", "env.num_workers=1",
         f"train.output_dir={out_dir}", f"train.max_steps={cfg.rounds * cfg.updates_per_round}",
         f"train.rollout_prompts={cfg.rollout_prompts}", f"train.update_prompts={cfg.rollout_prompts // cfg.updates_per_round}",
@@ -130,9 +142,7 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    train_games, test_games = games_for(cfg)
-    train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
-    assert not {task_of(g) for g in train_games} & {task_of(g) for g in test_games}
+    train_games, test_games, split = cfg.games()
     data_path = out / "train_games.jsonl"
     with open(data_path, "w") as f:
         for g in train_games:
@@ -140,8 +150,7 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
     # the rows `resrl eval --env resrl.envs.toy:make_toy_env --data OUT/test_games.jsonl` reads (as train_games.jsonl)
     (out / "test_games.jsonl").write_text("".join(json.dumps({"problem": g, "answer": ""}) + "\n" for g in test_games))
     summary = {"task": cfg.task_name, "config": jsonable(asdict(cfg)), "train_games": len(train_games),
-               "test_games": len(test_games), "train_tasks": train_tasks, "test_tasks": test_tasks,
-               "results": {}, "training": {}, "timings": {}}
+               "test_games": len(test_games), **split, "results": {}, "training": {}, "timings": {}}
     if warm_dir is None:
         base, warm_dir = out / "model-init", out / "model-bc"
         build_tiny_model(base, TinyModelConfig(**cfg.model, seed=cfg.seed))
@@ -150,14 +159,12 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
         if cfg.bc_target is not None and dev:
             def stop(model, tok):  # sampled as RL samples (temperature, full softmax), 4 episodes per game
                 s = play(model, tok, dev, cfg.history_window, cfg.max_steps, seed=cfg.seed + BC_CHECK_SEED,
-                         temperature=cfg.temperature, samples=4, max_step_tokens=cfg.max_step_tokens)
+                         temperature=cfg.temperature, samples=4, max_step_tokens=cfg.max_step_tokens, env=cfg.env())
                 return s["success"] >= cfg.bc_target, s["success"]
         log(f"warm start: behaviour cloning (at most {cfg.bc_steps} steps) on the expert's walkthroughs of "
             f"{cfg.bc_games} training games" + (f", until sampled success on {len(dev)} other training games "
                                                  f"reaches {cfg.bc_target}" if stop else ""))
-        from resrl.demo.agents_task import expert_samples
-
-        bc = behaviour_cloning(str(base), str(warm_dir), expert_samples(train_games[:cfg.bc_games], cfg.history_window),
+        bc = behaviour_cloning(str(base), str(warm_dir), cfg.expert_samples(train_games[:cfg.bc_games]),
                                cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=log, stop=stop, min_steps=50)
         summary["bc_samples"], summary["bc_steps"], summary["bc_checks"] = bc["samples"], bc["steps"], bc["checks"]
         summary["bc_kept"] = bc["kept"]
@@ -183,16 +190,17 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
         log(f"{algo}: held-out greedy {r['greedy']:.3f}, sampled {r['avg']:.3f} ± {r['avg_se']:.3f}; training "
             f"success per round {['%.2f' % s for s in run['train_success']]} ({run['rl_seconds']} s)")
     summary["timings"]["total"] = round(time.perf_counter() - t0, 1)
-    if summary["training"]:
-        plot_training_success(summary["training"], out / "training_success.png")
-    write_report(out, cfg, summary)
+    cfg.write_report(out, summary)
     (out / "summary.json").write_text(json.dumps(jsonable(summary), indent=1))
     log((out / "report.md").read_text())
     return summary
 
 
-def config(task=None, quick: bool = False) -> AgentsDemoConfig:
-    return AgentsDemoConfig.quick() if quick else AgentsDemoConfig()
+def config(task=None, quick: bool = False):
+    """The demo task's step-demo config (a `resrl.demo.agents_task.StepDemo`; the corridor's without a task)."""
+    if task is None:
+        return AgentsDemoConfig.quick() if quick else AgentsDemoConfig()
+    return task.config(quick)
 
 
 def config_from_args(task, args) -> AgentsDemoConfig:
@@ -205,7 +213,7 @@ def config_from_args(task, args) -> AgentsDemoConfig:
         raise InputError("--reuse-training: --task agents trains each seed from its own behaviour-cloned start; "
                          "only tasks that start from a shared pretrained model reuse runs")
     cfg = config(task, quick=args.quick)
-    cfg = replace(cfg, out=args.out if args.out != "runs/demo" else "runs/demo-agents", seed=args.seed,
+    cfg = replace(cfg, out=args.out if args.out != "runs/demo" else f"runs/demo-{cfg.task_name}", seed=args.seed,
                   threads=args.threads)
     if args.algorithms is not None:
         cfg = replace(cfg, algorithms=tuple(a.strip() for a in args.algorithms.split(",") if a.strip()))
@@ -224,8 +232,11 @@ def config_from_args(task, args) -> AgentsDemoConfig:
     return cfg
 
 
-def config_from_dict(d: dict) -> AgentsDemoConfig:
-    return _from_dict(AgentsDemoConfig, d)
+def config_from_dict(d: dict):
+    """The handoff's dict back to its task's config class (the DemoTask's `config_type`)."""
+    from resrl.demo.tasks import get_demo_task
+
+    return _from_dict(get_demo_task(d.get("task_name", "agents")).config_type, d)
 
 
 def run(cfg: AgentsDemoConfig, workers: int | None = None) -> dict:

@@ -41,6 +41,7 @@ BUILTIN_FAMILIES = (
     "resrl.tasks.reasoning_gym",
     "resrl.tasks.tools",
     "resrl.tasks.alfworld",
+    "resrl.tasks.webshop",
 )
 
 

@@ -1,0 +1,154 @@
+"""The WebShop demo task (`resrl demo --task webshop`): WebShop-format shopping as data, and its report.
+Run by the step-layout experiment, `resrl.experiments.steps`, as the corridor (`--task agents`) is.
+
+1. goals: the small generated WebShop-format catalog shipped with the webshop family
+   (`webshop-small:train` / `webshop-small:test`: 75 products of 15 types, template-written
+   instructions; generated, NOT WebShop's data). The split is by target product, so the
+   **held-out goals ask for products no training goal asks for**. The environment is the family's
+   `env.name: webshop` (search, result pages, item pages, options, buy now; WebShop's reward, the
+   score, as the step reward; success = score 1), with the compact prompt (instruction and page,
+   no history) the tiny character model can read;
+2. the warm start: behaviour cloning on the family's scripted expert (`WebShopEnv.expert_action`)
+   on the first `bc_games` training goals, stopped when sampled success on `bc_dev_games` other
+   training goals reaches `bc_target` (as the corridor's: every seed starts RL from about the same
+   skill, with room);
+3. RL per method with step-level rollouts (`env.layout: step`, EnvPool workers); every method
+   trains on the same reward, nothing in the task is method-specific;
+4. evaluation on the held-out goals: success and score, greedy and sampled (`eval_samples` per goal).
+
+OUT/summary.json has per policy `greedy`, `avg` (sampled success), `score` / `greedy_score` (WebShop's
+score, mean over episodes), `pass_at`, standard errors over goals: the keys `--seeds` aggregates.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from resrl.demo.agents_task import DEFAULT_ALGORITHMS, WARM, plot_training_success
+
+TRAIN_ORDER_SEED = 1  # the training goals' order for seed S: S + 1 (which goals behaviour cloning sees)
+
+
+@dataclass
+class WebShopDemoConfig:
+    out: str = "runs/demo-webshop"
+    seed: int = 0
+    task_name: str = "webshop"
+    algorithms: tuple = DEFAULT_ALGORITHMS
+    train_data: str = "webshop-small:train"   # 90 goals on 45 target products
+    test_data: str = "webshop-small:test"     # 38 goals on 19 other target products
+    page_size: int = 5                        # results per page (WebShop: 10): the page fits the tiny model
+    reward: str = "score"                     # the step reward of a purchase: WebShop's score (or "success")
+    # warm start: behaviour cloning on the expert's walkthroughs of the first `bc_games` training goals
+    bc_games: int = 48
+    bc_steps: int = 600
+    bc_target: float | None = 0.5
+    bc_dev_games: int = 16
+    bc_lr: float = 3e-3
+    bc_batch: int = 16
+    # RL (resrl train, env.layout: step)
+    rounds: int = 15
+    updates_per_round: int = 2
+    warmup_rounds: int = 3
+    learning_rate: float = 5e-4
+    rollout_prompts: int = 8
+    group_size: int = 8
+    history_window: int = 0
+    max_steps: int = 10
+    max_step_tokens: int = 48
+    temperature: float = 1.0
+    loss_agg: str = "token-mean"
+    overrides: tuple = ()
+    eval_samples: int = 4
+    threads: int = 1
+    is_quick: bool = False
+    model: dict = field(default_factory=lambda: dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                                     num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                                                     max_position_embeddings=1024))
+
+    def __post_init__(self) -> None:
+        if self.updates_per_round < 1 or self.rollout_prompts % self.updates_per_round:
+            raise ValueError(f"WebShopDemoConfig.updates_per_round must divide rollout_prompts ({self.rollout_prompts})")
+
+    @classmethod
+    def quick(cls, **kw) -> "WebShopDemoConfig":
+        base = dict(bc_games=16, bc_steps=40, bc_target=None, rounds=2, warmup_rounds=1, eval_samples=1,
+                    rollout_prompts=4, group_size=4, updates_per_round=2, max_steps=6, is_quick=True,
+                    test_data="webshop-small:test")
+        base.update(kw)
+        return cls(**base)
+
+    # -- the step-layout experiment's hooks (resrl.demo.agents_task.StepDemo) ---------------------------
+    def games(self) -> tuple[list, list, dict]:
+        from resrl.tasks.envs import step_games
+
+        train = [r["prompt"] for r in step_games(self.train_data)]
+        random.Random(self.seed + TRAIN_ORDER_SEED).shuffle(train)
+        test = [r["prompt"] for r in step_games(self.test_data)]
+        if self.is_quick:
+            test = test[:8]
+        targets = lambda games: {json.loads(g)["goal"]["asin"] for g in games}  # noqa: E731
+        assert not targets(train) & targets(test), "held-out goals must ask for other products"
+        return train, test, {"train_products": len(targets(train)), "test_products": len(targets(test))}
+
+    def env(self) -> tuple[str, dict]:
+        return "webshop", {"prompt_style": "compact", "page_size": self.page_size, "reward": self.reward}
+
+    def expert_samples(self, games) -> list:
+        """(step prompt messages, expert reply) for every step of the expert's walkthrough of each goal."""
+        from resrl.tasks.envs import load_step_factory
+
+        name, options = self.env()
+        factory = load_step_factory(name, "webshop demo")
+        out = []
+        for g in games:
+            env = factory(g, history_window=self.history_window, max_steps=self.max_steps, **options)
+            env.reset()
+            for _ in range(self.max_steps):
+                reply = env.expert_action()
+                out.append((env.step_prompt(), reply))
+                if env.step(reply).done:
+                    break
+        return out
+
+    def write_report(self, out: Path, summary: dict) -> None:
+        if summary["training"]:
+            plot_training_success(summary["training"], out / "training_success.png")
+        write_report(out, self, summary)
+
+
+def write_report(out: Path, cfg: WebShopDemoConfig, summary: dict) -> None:
+    res, n = summary["results"], cfg.eval_samples
+    lines = [f"# WebShop-format demo (step layout), seed {cfg.seed}", "",
+             f"Held-out: {summary['test_games']} goals ({cfg.test_data}) asking for {summary['test_products']} products "
+             f"no training goal asks for; {summary['train_games']} training goals ({cfg.train_data}). Generated "
+             f"catalog and instructions in WebShop's format (not WebShop's data). Warm start: "
+             f"{summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on the expert's walkthroughs of "
+             f"{cfg.bc_games} goals. RL: {cfg.rounds} rounds of {cfg.rollout_prompts} goals x {cfg.group_size} "
+             f"episodes, {cfg.updates_per_round} updates per round, lr {cfg.learning_rate}, reward: WebShop's "
+             f"{cfg.reward}; at most {cfg.max_steps} steps per episode.", "",
+             f"| policy | greedy success | greedy score | sampled success ± s.e. ({n}/goal) | sampled score | "
+             "sampled success − warm start [95 %] | invalid format | training success, first → last 3 rounds |",
+             "|---|---|---|---|---|---|---|---|"]
+    for p, r in res.items():
+        diff = "—" if p == WARM else "{mean:+.3f} [{low:+.3f}, {high:+.3f}]".format(**r["paired_vs_warm_start"])
+        tr = "—"
+        if p in summary["training"]:
+            s = summary["training"][p]["train_success"]
+            k = max(1, min(3, len(s) // 2))
+            tr = f"{sum(s[:k]) / k:.2f} → {sum(s[-k:]) / k:.2f}"
+        lines.append(f"| {p} | {r['greedy']:.3f} | {r['greedy_score']:.3f} | {r['avg']:.3f} ± {r['avg_se']:.3f} | "
+                     f"{r['score']:.3f} | {diff} | {r['invalid_format_rate']:.3f} | {tr} |")
+    lines += ["", "Standard errors and intervals are over held-out goals (paired per goal with the warm start).", "",
+              "![training success](training_success.png)", ""]
+    (out / "report.md").write_text("\n".join(lines))
+
+
+def webshop_config(quick: bool = False) -> WebShopDemoConfig:
+    return WebShopDemoConfig.quick() if quick else WebShopDemoConfig()
+
+
+__all__ = ["WebShopDemoConfig", "webshop_config", "write_report"]

@@ -1,0 +1,59 @@
+"""The WebShop family: WebShop-format shopping tasks (Yao et al. 2022) — catalogs and goals in
+WebShop's own files (`data.py`: a user's real WebShop data/ folder or a generated one), the site as
+text (`site.py`), WebShop's reward (`reward.py`), BM25 search (`search.py`), the environment
+(`env.py`, trained with `env.name: webshop` in the step layout), reference policies
+(`policies.py`), the generator (`generator.py`, `resrl make-webshop`) and the evaluation in the
+paper's columns, score and success (`evaluate.py`).
+
+    from resrl.tasks.webshop import WebShopSpec, load_goal_rows
+    rows = load_goal_rows("webshop-small:test")
+    env = WebShopSpec(max_steps=15).build(); env.reset(rows[0]); env.step_prompt(); env.step(text)
+
+Importing this package needs nothing beyond resrl (rapidfuzz is imported when a purchase is scored).
+"""
+
+from resrl.tasks.registry import EnvSpec, Evaluator, TaskFamily
+
+PREFIXES = ("webshop:", "webshop-small:")
+
+
+def _games(spec: str, limit: int | None = None) -> list[dict]:
+    """Step-layout rows of a goal set: prompt = the goal row as JSON, answer = its id."""
+    import json
+
+    from resrl.tasks.webshop.data import load_goal_rows
+
+    return [{"prompt": json.dumps(row, sort_keys=True), "answer": str(row["id"])} for row in load_goal_rows(spec, limit)]
+
+
+def _eval_arguments(parser) -> None:
+    from resrl.tasks.webshop.evaluate import eval_arguments
+
+    eval_arguments(parser)
+
+
+def _eval_report(run) -> None:
+    from resrl.tasks.webshop.evaluate import eval_report
+
+    eval_report(run)
+
+
+FAMILY = TaskFamily(
+    name="webshop", prefixes=PREFIXES, games=_games,
+    envs=(EnvSpec("webshop", layouts=("step",), step_factory="resrl.tasks.webshop.env:webshop_step_env",
+                  layout_reason="a 15-step episode of result pages as one concatenated sequence passes 20k tokens",
+                  ends_at_max_steps=True),),
+    evaluator=Evaluator(takes=lambda spec: True, run=_eval_report, arguments=_eval_arguments),
+    commands=("resrl.tasks.webshop.command",))
+
+
+def __getattr__(name: str):  # the public names, imported on first use (registering imports nothing heavy)
+    from resrl.tasks.webshop import data, env, policies, reward
+
+    for module in (env, data, reward, policies):
+        if name in getattr(module, "__all__", ()):
+            return getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["FAMILY", "PREFIXES"]
