@@ -48,11 +48,12 @@ def test_families_serve_their_data_rewards_and_environments(tmp_path, monkeypatc
     assert registry.family_for_env("bfcl").name == "tools" and registry.family_for_env("alfworld").name == "alfworld"
     assert registry.family_for_env("my_pkg:make") is None and registry.family_for_env(None) is None
     assert registry.env_spec("alfworld").layouts == ("step",) and registry.env_spec("bfcl").layouts == ("concat",)
-    assert registry.step_env_names() == ["alfworld"]
-    assert registry.command_modules() == ["resrl.tasks.alfworld.command"]
+    assert registry.step_env_names() == ["alfworld", "webshop"]
+    assert registry.command_modules() == ["resrl.tasks.alfworld.command", "resrl.tasks.webshop.command"]
     from resrl.tasks.envs import STEP_ENVS, step_factory
 
-    assert STEP_ENVS == {"alfworld": "resrl.tasks.alfworld.env:alfworld_step_env"}
+    assert STEP_ENVS == {"alfworld": "resrl.tasks.alfworld.env:alfworld_step_env",
+                         "webshop": "resrl.tasks.webshop.env:webshop_step_env"}
     assert step_factory("alfworld") == STEP_ENVS["alfworld"] and step_factory("m:f") == "m:f"
 
 

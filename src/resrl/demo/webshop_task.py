@@ -2,8 +2,8 @@
 Run by the step-layout experiment, `resrl.experiments.steps`, as the corridor (`--task agents`) is.
 
 1. goals: the small generated WebShop-format catalog shipped with the webshop family
-   (`webshop-small:train` / `webshop-small:test`: 75 products of 15 types, template-written
-   instructions; generated, NOT WebShop's data). The split is by target product, so the
+   (`webshop-small:train` / `webshop-small:test`: 50 products of 5 types, one per WebShop category,
+   template-written instructions; generated, NOT WebShop's data). The split is by target product, so the
    **held-out goals ask for products no training goal asks for**. The environment is the family's
    `env.name: webshop` (search, result pages, item pages, options, buy now; WebShop's reward, the
    score, as the step reward; success = score 1), with the compact prompt (instruction and page,
@@ -38,12 +38,12 @@ class WebShopDemoConfig:
     seed: int = 0
     task_name: str = "webshop"
     algorithms: tuple = DEFAULT_ALGORITHMS
-    train_data: str = "webshop-small:train"   # 90 goals on 45 target products
-    test_data: str = "webshop-small:test"     # 38 goals on 19 other target products
+    train_data: str = "webshop-small:train"   # 60 goals on 30 target products
+    test_data: str = "webshop-small:test"     # 24 goals on 12 other target products
     page_size: int = 5                        # results per page (WebShop: 10): the page fits the tiny model
     reward: str = "score"                     # the step reward of a purchase: WebShop's score (or "success")
     # warm start: behaviour cloning on the expert's walkthroughs of the first `bc_games` training goals
-    bc_games: int = 48
+    bc_games: int = 40
     bc_steps: int = 600
     bc_target: float | None = 0.5
     bc_dev_games: int = 16

@@ -20,6 +20,8 @@ def register(subparsers) -> None:
     p.add_argument("--attributes-in-title", action="store_true",
                    help="every attribute in the product's title (else some only in its features and description)")
     p.add_argument("--all-options", action="store_true", help="every product offers all its type's option values")
+    p.add_argument("--asin-digits", type=int, default=None,
+                   help="ASINs 'B0', fixed letters, then a random N-digit number (default: 8 random letters/digits)")
     p.set_defaults(func=run)
     q = subparsers.add_parser(
         "webshop-reference", help="score and success of the scripted expert, a random policy and WebShop's rule "
@@ -42,7 +44,8 @@ def run(args) -> int:
     try:
         config = GeneratorConfig(products_per_type=args.products_per_type,
                                  instructions_per_product=args.instructions_per_product, types=args.types,
-                                 attributes_in_title=args.attributes_in_title, all_options=args.all_options)
+                                 attributes_in_title=args.attributes_in_title, all_options=args.all_options,
+                                 asin_digits=args.asin_digits)
     except ValueError as exc:
         raise InputError(f"make-webshop: {exc}") from None
     out = Path(args.out)
@@ -57,7 +60,8 @@ def run(args) -> int:
 def run_reference(args) -> int:
     from resrl.tasks.webshop.data import load_goal_rows
     from resrl.tasks.webshop.env import WebShopSpec
-    from resrl.tasks.webshop.policies import expert_action, play, random_policy, rule_action, summary
+    from resrl.tasks.webshop.evaluate import play, summary
+    from resrl.tasks.webshop.policies import expert_action, random_policy, rule_action
 
     spec = WebShopSpec(max_steps=args.max_steps)
     print("| policy | data | goals | Score | Succ. (%) | mean steps |\n|---|---|---:|---:|---:|---:|")

@@ -16,6 +16,9 @@ Output directory:
     webshop_results.md      the paper's columns: Score and Succ. per method and data set
 
 Resume: finished episodes are kept (a torn last line dropped), changed settings refused.
+
+`play(rows, policy, spec)` plays a reference policy (resrl.tasks.webshop.policies) on goal rows in
+this process and `summary(records)` gives its score and success (`resrl webshop-reference`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from resrl.errors import InputError
 from resrl.tasks.webshop.data import dataset_label, load_goal_rows
@@ -74,6 +77,38 @@ def play_episodes(jobs: Sequence[tuple[dict, int]], policy, renderer, spec, *, e
                 still.append(i)
         active = still
     return records
+
+
+def play(rows: Iterable[dict], policy: Callable, spec=None) -> list[dict]:
+    """One episode of `policy` per goal row; a record per episode (score, won, steps, actions)."""
+    from resrl.tasks.webshop.env import WebShopSpec
+
+    spec = spec or WebShopSpec()
+    records = []
+    for row in rows:
+        env = spec.build()
+        env.reset(row)
+        actions = []
+        while True:
+            result = env.step(policy(env))
+            actions.append(result.info["action"])
+            if result.done:
+                break
+        info = result.info
+        records.append({"problem_id": row["id"], "score": float(info["score"]), "won": bool(info["won"]),
+                        "steps": info["steps"], "invalid_actions": info["invalid_actions"], "actions": actions,
+                        "task_type": info["task_type"]})
+    return records
+
+
+def summary(records: Sequence[dict]) -> dict:
+    """Score (mean × 100) and success rate (× 100), as the paper's WebShop columns."""
+    n = len(records)
+    if not n:
+        raise ValueError("summary: no episodes")
+    return {"episodes": n, "score": 100 * sum(r["score"] for r in records) / n,
+            "success": 100 * sum(r["won"] for r in records) / n,
+            "mean_steps": sum(r["steps"] for r in records) / n}
 
 
 def dataset_metrics(records: Sequence[dict]) -> dict:
@@ -219,4 +254,4 @@ def eval_report(run) -> None:
     print(f"wrote {out / 'webshop_episodes.jsonl'}, {out / 'webshop_summary.json'}, {out / 'webshop_results.md'}")
 
 
-__all__ = ["evaluate_webshop", "play_episodes", "dataset_metrics", "results_table", "eval_arguments", "eval_report"]
+__all__ = ["evaluate_webshop", "play", "summary", "play_episodes", "dataset_metrics", "results_table", "eval_arguments", "eval_report"]

@@ -13,7 +13,8 @@ real WebShop data/ folder:
 What is generated (NOT WebShop's data, which is 1.18 M scraped Amazon products and 12,087
 crowd-written instructions): products of fifteen product types in WebShop's five categories
 (beauty, food, fashion, furniture, electronics), each a brand, two or three attributes of its
-type, a subset of its type's option values and a price; instructions written from templates that
+type (no attribute is shared by two types, so WebShop's lenient type reward cannot let a product
+of one type win another type's goal), a subset of its type's option values and a price; instructions written from templates that
 ask for one or two of a product's attributes and one or two of its option values. The split is by
 target product: no test or dev instruction asks for a product a training instruction asks for, so
 held-out goals cannot be solved by remembering a training goal's product.
@@ -29,7 +30,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 # product types: (category, query, product_category path, type noun phrase, attribute pool, options, price range)
-TYPES = (
+_BY_CATEGORY = (
     ("beauty", "shampoo", "Beauty & Personal Care › Hair Care › Shampoo & Conditioner › Shampoos", "shampoo",
      ("sulfate free", "paraben free", "argan oil", "for dry hair", "tea tree"),
      {"size": ("8 fl oz", "16 fl oz", "32 fl oz"), "scent": ("lavender", "coconut", "unscented")}, (6, 34)),
@@ -46,7 +47,7 @@ TYPES = (
      ("gluten free", "high protein", "low sugar", "vegan", "keto friendly"),
      {"flavor": ("chocolate", "peanut butter", "almond", "berry"), "count": ("6 count", "24 count")}, (8, 38)),
     ("food", "herbal tea", "Grocery & Gourmet Food › Beverages › Tea › Herbal", "herbal tea",
-     ("caffeine free", "organic", "non gmo", "loose leaf"),
+     ("caffeine free", "usda certified", "non gmo", "loose leaf"),
      {"flavor": ("chamomile", "peppermint", "ginger", "hibiscus"), "count": ("20 count", "100 count")}, (5, 26)),
     ("fashion", "hiking boots", "Clothing, Shoes & Jewelry › Men › Shoes › Outdoor › Hiking & Trekking",
      "hiking boots", ("waterproof", "non slip", "leather", "lightweight", "ankle support"),
@@ -58,10 +59,10 @@ TYPES = (
      "winter hat", ("wool", "fleece lined", "knit", "pom pom"),
      {"color": ("red", "gray", "blue", "beige", "black")}, (8, 32)),
     ("furniture", "ottoman bench", "Home & Kitchen › Furniture › Living Room Furniture › Ottomans",
-     "ottoman bench", ("storage", "faux leather", "tufted", "space saving", "easy assembly"),
+     "ottoman bench", ("storage", "velvet", "tufted", "space saving", "easy assembly"),
      {"color": ("blue", "gray", "brown", "cream")}, (45, 180)),
     ("furniture", "bookshelf", "Home & Kitchen › Furniture › Home Office Furniture › Bookcases", "bookshelf",
-     ("solid wood", "5 tier", "industrial", "easy assembly", "wall mounted"),
+     ("solid wood", "5 tier", "industrial", "anti tip", "wall mounted"),
      {"color": ("walnut", "white", "black", "oak")}, (35, 190)),
     ("furniture", "desk lamp", "Tools & Home Improvement › Lighting & Ceiling Fans › Lamps & Shades › Desk Lamps",
      "desk lamp", ("led", "dimmable", "usb charging", "eye caring", "touch control"),
@@ -70,17 +71,22 @@ TYPES = (
      "bluetooth headphones", ("noise cancelling", "wireless", "over ear", "long battery life", "foldable"),
      {"color": ("black", "white", "blue", "rose gold")}, (19, 150)),
     ("electronics", "usb microphone", "Musical Instruments › Microphones & Accessories › Microphones",
-     "usb microphone", ("plug and play", "noise cancelling", "cardioid", "with stand"),
+     "usb microphone", ("plug and play", "pop filter", "cardioid", "with stand"),
      {"color": ("black", "silver", "white")}, (19, 110)),
     ("electronics", "phone charger", "Cell Phones & Accessories › Chargers & Power Adapters › Wall Chargers",
      "phone charger", ("fast charging", "usb c", "dual port", "compact"),
      {"size": ("20w", "30w", "65w"), "color": ("white", "black")}, (9, 45)),
 )
+CATEGORIES = ("beauty", "food", "fashion", "furniture", "electronics")  # WebShop's five
+# one type of each category first, then the second of each, ...: the first N types spread over the categories
+TYPES = tuple(sorted(_BY_CATEGORY, key=lambda t: ([x for x in _BY_CATEGORY if x[0] == t[0]].index(t),
+                                                  CATEGORIES.index(t[0]))))
 BRANDS = ("Norvik", "Kelso", "Amberly", "Tovana", "Brisk", "Halden", "Quillo", "Marrow", "Zento", "Pellar",
           "Orrin", "Vesta", "Lumio", "Carrick", "Dunmore", "Feyla")
 TEMPLATES = ("i'm looking for {attrs} {kind}{opts}", "i need {attrs} {kind}{opts}", "find me {attrs} {kind}{opts}",
              "i want to buy {attrs} {kind}{opts}", "looking for {attrs} {kind}{opts}")
 _ALNUM = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_FILLER = "KQWXYZJV"  # the fixed letters of asin_digits ASINs
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,10 @@ class GeneratorConfig:
     # description, which the item page's sub pages show)
     attributes_in_title: bool = False
     all_options: bool = False     # every product offers every option value of its type (else a subset)
+    # ASINs: None = "B0" + 8 random letters and digits (real ASINs' look); k = "B0", a fixed run of
+    # distinct letters, then a random k-digit number (still 10 characters: for a small character-level
+    # model only the k digits differ; a run of padding zeros would make it count)
+    asin_digits: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.types <= len(TYPES):
@@ -105,11 +115,15 @@ class GeneratorConfig:
             raise ValueError("GeneratorConfig: products_per_type >= 2 and instructions_per_product >= 1")
         if not (0 <= self.test_fraction and 0 <= self.dev_fraction and self.test_fraction + self.dev_fraction < 1):
             raise ValueError("GeneratorConfig: test_fraction + dev_fraction must be in [0, 1)")
+        if self.asin_digits is not None and (not 1 <= self.asin_digits <= 8
+                                             or 10 ** self.asin_digits < 2 * self.products_per_type * self.types):
+            raise ValueError("GeneratorConfig.asin_digits must be in [1, 8] with room for twice the products")
 
 
-def _asin(rng: random.Random, taken: set) -> str:
+def _asin(rng: random.Random, taken: set, digits: int | None = None) -> str:
     while True:
-        asin = "B0" + "".join(rng.choice(_ALNUM) for _ in range(8))
+        asin = "B0" + ("".join(rng.choice(_ALNUM) for _ in range(8)) if digits is None
+                       else _FILLER[:8 - digits] + f"{rng.randrange(10 ** digits):0{digits}d}")
         if asin not in taken:
             taken.add(asin)
             return asin
@@ -179,7 +193,7 @@ def generate(out: str | Path, seed: int = 0, config: GeneratorConfig | None = No
     products, attributes, human, targets = [], {}, {}, []
     for spec in TYPES[:config.types]:
         for _ in range(config.products_per_type):
-            asin = _asin(rng, taken)
+            asin = _asin(rng, taken, config.asin_digits)
             row, attrs = _product(rng, spec, asin, config)
             products.append(row)
             first = _instruction(rng, spec, attrs, row)

@@ -12,15 +12,14 @@ expert      reads the goal (privileged, as ALFWorld's planner expert reads the g
 random      a uniformly random admissible action; its searches are 1-3 random words of the instruction.
 rule        WebShop paper's rule baseline: search the instruction, click the first result, buy.
 
-`play(rows, policy, spec)` plays a policy on goal rows; `summary(records)` gives score and success
-as the paper's table reports them (mean score × 100, success rate × 100).
+resrl.tasks.webshop.evaluate.play(rows, policy, spec) plays one on goal rows.
 """
 
 from __future__ import annotations
 
 import random
 import re
-from typing import Callable, Iterable, Sequence
+from typing import Callable
 
 from resrl.tasks.webshop.reward import fuzzy_equal, normalize_color, webshop_reward
 
@@ -116,37 +115,5 @@ def rule_action(env) -> str:
     return reply(env, "click[buy now]" if s.page == "item" else "click[< prev]")
 
 
-def play(rows: Iterable[dict], policy: Callable, spec=None) -> list[dict]:
-    """One episode of `policy` per goal row; a record per episode (score, won, steps, actions)."""
-    from resrl.tasks.webshop.env import WebShopSpec
-
-    spec = spec or WebShopSpec()
-    records = []
-    for row in rows:
-        env = spec.build()
-        env.reset(row)
-        actions = []
-        while True:
-            result = env.step(policy(env))
-            actions.append(result.info["action"])
-            if result.done:
-                break
-        info = result.info
-        records.append({"problem_id": row["id"], "score": float(info["score"]), "won": bool(info["won"]),
-                        "steps": info["steps"], "invalid_actions": info["invalid_actions"], "actions": actions,
-                        "task_type": info["task_type"]})
-    return records
-
-
-def summary(records: Sequence[dict]) -> dict:
-    """Score (mean × 100) and success rate (× 100), as the paper's WebShop columns."""
-    n = len(records)
-    if not n:
-        raise ValueError("summary: no episodes")
-    return {"episodes": n, "score": 100 * sum(r["score"] for r in records) / n,
-            "success": 100 * sum(r["won"] for r in records) / n,
-            "mean_steps": sum(r["steps"] for r in records) / n}
-
-
-__all__ = ["expert_action", "random_policy", "rule_action", "play", "summary", "reply", "search_text",
+__all__ = ["expert_action", "random_policy", "rule_action", "reply", "search_text",
            "best_options", "potential"]

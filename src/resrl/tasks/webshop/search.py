@@ -30,17 +30,20 @@ _TOKEN = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 
 
 def stem(word: str) -> str:
-    """Possessive and plural stripping (Lucene's EnglishPossessiveFilter and EnglishMinimalStemFilter)."""
+    """Possessive stripping (EnglishPossessiveFilter) and Lucene's EnglishMinimalStemmer: -ies -> -y
+    (not after a / e), -es / -s -> drop the s (not -us, -ss, -aes, -ees, -oes, -ies after a / e)."""
     if word.endswith("'s"):
         word = word[:-2]
     word = word.replace("'", "")
-    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
-        return word[:-1]
-    if len(word) > 2 and word.endswith("s") and not word.endswith(("us", "ss")):
-        return word[:-1]
-    return word
+    n = len(word)
+    if n < 3 or word[-1] != "s" or word[-2] in "us":
+        return word
+    if word[-2] == "e":
+        if n > 3 and word[-3] == "i" and word[-4] not in "ae":
+            return word[:-3] + "y"
+        if word[-3] in "iaoe":
+            return word
+    return word[:-1]
 
 
 def tokenize(text: str) -> list[str]:

@@ -1,0 +1,53 @@
+"""`resrl demo --task webshop` (resrl.demo.webshop_task): its goals, expert walkthroughs and environment
+reach the family only through the registry, and the quick demo runs end to end through the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+
+def test_held_out_goals_ask_for_other_products_and_the_order_follows_the_seed():
+    from resrl.demo.webshop_task import WebShopDemoConfig
+
+    train, test, split = WebShopDemoConfig(seed=0).games()
+    asins = lambda games: {json.loads(g)["goal"]["asin"] for g in games}  # noqa: E731
+    assert not asins(train) & asins(test) and split == {"train_products": 30, "test_products": 12}
+    assert len(train) == 60 and len(test) == 24
+    other, _, _ = WebShopDemoConfig(seed=1).games()
+    assert sorted(other) == sorted(train) and other != train  # the same goals, another order for behaviour cloning
+
+
+def test_expert_walkthroughs_are_compact_prompts_that_win():
+    from resrl.demo.webshop_task import WebShopDemoConfig
+    from resrl.tasks.envs import load_step_factory
+
+    cfg = WebShopDemoConfig()
+    train, _, _ = cfg.games()
+    samples = cfg.expert_samples(train[:3])
+    assert samples and all(m[0]["content"].startswith("Instruction: ") for m, _ in samples)
+    assert all(r.startswith("<action>") and r.endswith("</action>") and len(r) <= cfg.max_step_tokens for _, r in samples)
+    name, options = cfg.env()
+    env = load_step_factory(name, "test")(train[0], history_window=0, max_steps=cfg.max_steps, **options)
+    env.reset()
+    replies = [r for m, r in samples[:next(i for i, (m, r) in enumerate(samples) if "buy now" in r) + 1]]
+    for r in replies:
+        result = env.step(r)
+    assert result.done and result.info["won"] and result.reward == 1.0
+
+
+@pytest.mark.slow
+def test_quick_webshop_demo_end_to_end(tmp_path, capsys):
+    from resrl.cli import main
+
+    out = tmp_path / "demo"
+    assert main(["demo", "--task", "webshop", "--quick", "--algorithms", "grpo", "--out", str(out), "--workers", "1"]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["task"] == "webshop" and set(summary["results"]) == {"warm start", "grpo"}
+    for r in summary["results"].values():
+        assert 0.0 <= r["avg"] <= 1.0 and 0.0 <= r["score"] <= 1.0 and len(r["per_game"]) == 8
+    assert summary["training"]["grpo"]["train_success"] and (out / "report.md").read_text().startswith(
+        "# WebShop-format demo")
+    cfg = json.loads((out / "experiment.json").read_text())["config"]
+    assert cfg["task_name"] == "webshop" and cfg["page_size"] == 5
