@@ -180,3 +180,17 @@ def test_goal_rows_are_self_contained_and_named():
     assert rows[0]["id"].startswith("webshop-small/test/") and Path(rows[0]["catalog"]) == PACKAGED.resolve()
     assert len(load_goal_rows("webshop-small:test", limit=3)) == 3
     assert {r["split"] for r in load_goal_rows("webshop-small:eval")} == {"dev"}
+
+
+def test_goal_order_is_webshops_seed_233_shuffle_of_file_order():
+    """WebShop's SimServer builds goals product by product in file order, then random.seed(233);
+    random.shuffle(goals): the same permutation here, so goal i (and the splits by index) are WebShop's."""
+    import random
+
+    products = json.loads((PACKAGED / "items_shuffle.json").read_text())
+    human = json.loads((PACKAGED / "items_human_ins.json").read_text())
+    order = [(p["asin"], e["instruction"].strip(".")) for p in products for e in human.get(p["asin"], [])
+             if e["instruction_attributes"]]
+    random.Random(233).shuffle(order)
+    cat = load_catalog(PACKAGED)
+    assert [(g.asin, g.instruction.split(", and price lower than")[0]) for g in cat.goals] == order

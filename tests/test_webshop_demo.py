@@ -14,7 +14,7 @@ def test_held_out_goals_ask_for_other_products_and_the_order_follows_the_seed():
     train, test, split = WebShopDemoConfig(seed=0).games()
     asins = lambda games: {json.loads(g)["goal"]["asin"] for g in games}  # noqa: E731
     assert not asins(train) & asins(test) and split == {"train_products": 30, "test_products": 12}
-    assert len(train) == 60 and len(test) == 24
+    assert len(train) == 120 and len(test) == 48
     other, _, _ = WebShopDemoConfig(seed=1).games()
     assert sorted(other) == sorted(train) and other != train  # the same goals, another order for behaviour cloning
 

@@ -165,7 +165,8 @@ def run_agents_demo(cfg: AgentsDemoConfig, warm_dir: str | None = None, log=prin
             f"{cfg.bc_games} training games" + (f", until sampled success on {len(dev)} other training games "
                                                  f"reaches {cfg.bc_target}" if stop else ""))
         bc = behaviour_cloning(str(base), str(warm_dir), cfg.expert_samples(train_games[:cfg.bc_games]),
-                               cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=log, stop=stop, min_steps=50)
+                               cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=log, stop=stop, min_steps=50,
+                               check_every=getattr(cfg, "bc_check_every", 10))
         summary["bc_samples"], summary["bc_steps"], summary["bc_checks"] = bc["samples"], bc["steps"], bc["checks"]
         summary["bc_kept"] = bc["kept"]
     summary["timings"]["warm start"] = round(time.perf_counter() - t0, 1)
