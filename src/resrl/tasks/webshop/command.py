@@ -1,5 +1,5 @@
 """`resrl make-webshop DIR [--seed S] [--products-per-type N] [--instructions-per-product K]`: a
-generated WebShop-format catalog; `resrl webshop-reference --data SPEC`: the reference policies'
+generated WebShop-format catalog; `resrl webshop-ref --data SPEC`: the reference policies'
 score and success on a goal set."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
                    help="ASINs 'B0', fixed letters, then a random N-digit number (default: 8 random letters/digits)")
     p.set_defaults(func=run)
     q = subparsers.add_parser(
-        "webshop-reference", help="score and success of the scripted expert, a random policy and WebShop's rule "
+        "webshop-ref", help="score and success of the scripted expert, a random policy and WebShop's rule "
                                   "baseline on WebShop-format goals",
         description="Plays each reference policy once per goal (webshop:DIR:SPLIT, webshop:SPLIT, webshop-small:SPLIT) "
                     "and prints score and success rate (x 100) in the paper's columns.")

@@ -18,7 +18,7 @@ Output directory:
 Resume: finished episodes are kept (a torn last line dropped), changed settings refused.
 
 `play(rows, policy, spec)` plays a reference policy (resrl.tasks.webshop.policies) on goal rows in
-this process and `summary(records)` gives its score and success (`resrl webshop-reference`).
+this process and `summary(records)` gives its score and success (`resrl webshop-ref`).
 """
 
 from __future__ import annotations
