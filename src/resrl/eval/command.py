@@ -41,7 +41,8 @@ def register(subparsers) -> None:
                    help="benchmark names (aime24 aime25 amc23 math500 minerva olympiadbench gsm8k humaneval "
                         "humanevalplus: EvalPlus's two rows, base and base + plus), files, bfcl:<category> "
                         "(simple, multiple, parallel, ..., multi_turn_base, ...), "
-                        "alfworld:<split> (ALFWorld's games under $ALFWORLD_DATA) or alfworld-synth:DIR:<split>; with --env: "
+                        "alfworld:<split> (ALFWorld's games under $ALFWORLD_DATA) or alfworld-synth:DIR:<split>, "
+                        "webshop:DIR:<split>, webshop:<split> ($WEBSHOP_DATA) or webshop-small:<split>; with --env: "
                         "game sets of that environment")
     p.add_argument("--data-dir", default=None, help="directory searched first for NAME.jsonl / .jsonl.gz / .parquet (then "
                                                     "$RESRL_DATA_DIR, then the copies shipped in the package)")
