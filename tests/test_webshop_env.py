@@ -268,3 +268,10 @@ def test_verl_agent_prompt_window_and_anchor(rows):
     assert env.anchor() == a
     state = _env(rows[2], anchor_mode="state")
     assert state.anchor().startswith("state:")
+    compact = _env(rows[2], prompt_style="compact")  # the compact prompt shows the options chosen: so does its anchor
+    while compact.site.session.page != "item":
+        compact.step(expert_action(compact))
+    before = compact.anchor()
+    compact.step(expert_action(compact))  # an option click: the page text is the same, the state is not
+    assert compact.observation in before and compact.anchor() != before
+    assert compact.anchor().startswith("You have clicked ")

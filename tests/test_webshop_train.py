@@ -165,3 +165,14 @@ def test_cli_eval_writes_score_and_success_and_resumes(model_dir, tmp_path, caps
     capsys.readouterr()
     assert main([a if a != "2" else "3" for a in base]) == 2  # other settings: refused with one line
     assert "different settings" in capsys.readouterr().err
+
+
+def test_the_package_names_its_public_api_lazily_in_a_fresh_process():
+    import subprocess
+    import sys
+
+    code = ("import sys; import resrl.tasks.webshop as w; assert 'resrl.tasks.webshop.env' not in sys.modules; "
+            "from resrl.tasks.webshop import WebShopSpec, load_goal_rows, webshop_reward, expert_action, play; "
+            "assert not hasattr(w, 'nope'); print('ok')")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-1500:]

@@ -1,6 +1,7 @@
-"""The step-layout experiment behind `resrl demo --task agents`: a tiny model warm-started by behaviour
-cloning on an expert's walkthroughs, then RL per method with step-level rollouts, then the
-step-layout evaluator — every stage one of the library's parts.
+"""The step-layout experiment behind `resrl demo --task agents` and `--task webshop`: a tiny model
+warm-started by behaviour cloning on an expert's walkthroughs, then RL per method with step-level
+rollouts, then the step-layout evaluator — every stage one of the library's parts. The task's config
+(a `resrl.demo.agents_task.StepDemo`) gives its games, environment, expert walkthroughs and report.
 
     games (resrl.demo.agents_task) -> tiny model -> behaviour cloning (resrl.experiments.warmstart)
         -> evaluate (resrl.eval.steps.evaluate_steps)

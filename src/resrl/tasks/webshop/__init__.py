@@ -47,12 +47,18 @@ FAMILY = TaskFamily(
     commands=("resrl.tasks.webshop.command",))
 
 
-def __getattr__(name: str):  # the public names, imported on first use (registering imports nothing heavy)
-    from resrl.tasks.webshop import data, env, policies, reward
+_PUBLIC = ("env", "data", "reward", "policies", "evaluate")
 
-    for module in (env, data, reward, policies):
-        if name in getattr(module, "__all__", ()):
-            return getattr(module, name)
+
+def __getattr__(name: str):  # the public names of the modules, imported on first use (registering imports nothing)
+    import importlib
+
+    if name in _PUBLIC:
+        return importlib.import_module(f"{__name__}.{name}")
+    for module in _PUBLIC:
+        mod = importlib.import_module(f"{__name__}.{module}")
+        if name in getattr(mod, "__all__", ()):
+            return getattr(mod, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -212,8 +212,7 @@ class WebShopEnv(Environment):
         obs, task = self.observation, self.goal.instruction
         notice = f"\n{NOT_ADMISSIBLE}" if self.last_invalid else ""
         if self.spec.prompt_style == "compact":  # the options chosen so far as WebShop's text_rich mode says them
-            chosen = "".join(f"You have clicked {v}. " for v in self.site.session.options.values())
-            return [{"role": "user", "content": f"Instruction: {task}\nPage: {chosen}{obs}{notice}"}]
+            return [{"role": "user", "content": f"Instruction: {task}\nPage: {self._chosen()}{obs}{notice}"}]
         actions = "\n".join(f"'{a}'," for a in self.available_actions())
         window = self.history[-self.spec.history_window:] if self.spec.history_window else []
         if not window:
@@ -229,7 +228,12 @@ class WebShopEnv(Environment):
         self._need_started()
         if self.spec.anchor_mode == "state":
             return "state:" + hashlib.sha1(self.site.state_key().encode()).hexdigest()
+        if self.spec.prompt_style == "compact":  # what the compact prompt shows: the options chosen, then the page
+            return self._chosen() + self.observation
         return self.observation
+
+    def _chosen(self) -> str:
+        return "".join(f"You have clicked {v}. " for v in self.site.session.options.values())
 
     def admissible(self, action: str) -> bool:
         """Whether `action` (already parsed) does something on the current page."""
