@@ -1,5 +1,5 @@
 """The agents demo task (`resrl demo --task agents`): the corridor game (resrl.envs.toy) as data, and
-its report. Run by the step-layout experiment, `resrl.experiments.steps`.
+its budgets. Run by the step-layout experiment kind (`resrl.experiments.kinds.StepsKind`).
 
 1. games: corridors of 2..`max_length` rooms; the task "open the red door": the goal's door has one colour and
    a decoy door in another room another (drawn per game from `colours`), and every observation says where each
@@ -14,7 +14,7 @@ its report. Run by the step-layout experiment, `resrl.experiments.steps`.
 4. evaluation: success on the held-out games with the step-layout evaluator (resrl.eval.steps), greedy (one
    episode per game) and sampled at the training temperature (`eval_samples` episodes per game).
 
-The report (`write_report`, `plot_training_success`) writes OUT/report.md and OUT/training_success.png;
+The report (`resrl.experiments.present.report.steps_report`) writes OUT/report.md and OUT/training_success.png;
 OUT/summary.json has per policy `greedy`, `avg` = sampled success, `pass_at` {1, n}, the standard error over
 games: the keys of the other demos, so `--seeds` aggregates it the same way.
 """
@@ -78,6 +78,7 @@ class AgentsDemoConfig:
     max_step_tokens: int = 32
     temperature: float = 1.0
     loss_agg: str = "token-mean"
+    save_steps: int = 10  # a checkpoint every N updates: a run killed while training resumes from it (0: none)
     overrides: tuple = ()  # further `resrl train` overrides (key=value), e.g. env.invalid_format_penalty=0
     # evaluation on the held-out tasks
     eval_samples: int = 8  # sampled episodes per held-out game
@@ -201,58 +202,5 @@ def expert_samples(games, history_window):
 
 
 
-# -- report ---------------------------------------------------------------------------------------
-
-def plot_training_success(runs: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
-    for algo, r in runs.items():
-        x = list(range(1, len(r["rounds"]) + 1))
-        axes[0].plot(x, [v["success"] for v in r["rounds"]], marker="o", ms=3, label=algo)
-        axes[1].plot(x, [v["invalid_format_rate"] for v in r["rounds"]], marker="o", ms=3, label=algo)
-    axes[0].set(title="training success per round", xlabel="generation round", ylabel="success", ylim=(0, 1))
-    axes[1].set(title="invalid-format rate per round", xlabel="round", ylabel="rate", ylim=(0, 1))
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def write_report(out: Path, cfg: AgentsDemoConfig, summary: dict) -> None:
-    res = summary["results"]
-    n = cfg.eval_samples
-    lines = [f"# Agents demo (corridor, step layout), seed {cfg.seed}", "",
-             f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that no "
-             f"training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} tasks. "
-             f"Warm start: {summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on {cfg.bc_games} games"
-             + (f" (weights kept from step {summary['bc_kept']}, its best check)"
-                if summary.get("bc_kept") not in (None, summary.get("bc_steps")) else "") + f". RL: {cfg.rounds} rounds of "
-             f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, {cfg.updates_per_round} updates per round, "
-             f"lr {cfg.learning_rate} (linear warm-up over {cfg.warmup_rounds} rounds), loss.agg {cfg.loss_agg}.", "",
-             f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
-             "invalid format | training success, first → last 3 rounds | RL s |",
-             "|---|---|---|---|---|---|---|---|"]
-    for p, r in res.items():
-        diff = "—" if p == WARM else "{mean:+.3f} [{low:+.3f}, {high:+.3f}]".format(**r["paired_vs_warm_start"])
-        tr = "—"
-        if p in summary["training"]:
-            s = summary["training"][p]["train_success"]
-            k = max(1, min(3, len(s) // 2))
-            tr = f"{sum(s[:k]) / k:.2f} → {sum(s[-k:]) / k:.2f}"
-        secs = summary["training"].get(p, {}).get("rl_seconds", "—")
-        lines.append(f"| {p} | {r['greedy']:.3f} | {r['avg']:.3f} ± {r['avg_se']:.3f} | {r['pass_at'][str(n)]:.3f} | "
-                     f"{diff} | {r['invalid_format_rate']:.3f} | {tr} | {secs} |")
-    lines += ["", "Standard errors and intervals are over held-out games (each game's sampled success is one value; "
-              "the difference is paired per game with the warm start).", "",
-              "![training success](training_success.png)", ""]
-    (out / "report.md").write_text("\n".join(lines))
-
-
-__all__ = ["AgentsDemoConfig", "StepDemo", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
-           "expert_samples", "plot_training_success", "write_report"]
+__all__ = ["AgentsDemoConfig", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
+           "expert_samples"]

@@ -200,7 +200,8 @@ class PretrainedDemoConfig:
     model_dir: str = "runs/models/smollm2-135m-instruct"
     rl: RLConfig = field(default_factory=lambda: RLConfig(steps=20, learning_rate=1e-5, rollout_prompts=4,
                                                           group_size=8, temperature=0.7, max_completion_length=48,
-                                                          micro_batch_size=8, trainable_layers=8))
+                                                          micro_batch_size=8, trainable_layers=8,
+                                                          save_steps=4))
     eval: EvalConfig = field(default_factory=arithmetic_eval_config)
     threads: int | None = 1
     is_quick: bool = False

@@ -147,7 +147,7 @@ def describe_code(t: CodeFunctionsConfig) -> str:
 def code_config(quick: bool = False):
     """`resrl demo --task code`'s settings (calibration: docs/demo.md, "Tasks")."""
     from resrl.demo.config import DemoConfig, RLConfig
-    from resrl.demo.evaluate import demo_eval_config
+    from resrl.demo.config import demo_eval_config
     from resrl.demo.config import WarmStartConfig
 
     if quick:  # a smoke run: one-digit intercepts, tiny budgets

@@ -1,16 +1,30 @@
-"""The demo's config (`DemoConfig`, `RLConfig`): its own module so that the demo task registry
-(`resrl.demo.tasks`, which builds each task's config) and the pipeline (which looks tasks up)
-both import it without importing each other."""
+"""The supervised experiment kind's settings (`DemoConfig`, `WarmStartConfig`, `RLConfig`, the
+evaluation's `demo_eval_config`): data a demo task fills with its budgets (`resrl.demo.tasks`),
+read by the experiment pipeline (`resrl.experiments`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
 from resrl.data.synthetic import ChainAdditionConfig
-from resrl.demo.evaluate import demo_eval_config
 from resrl.eval.runner import EvalConfig
 
 DEFAULT_ALGORITHMS = ("grpo", "w-reinforce", "resrl")
+
+
+def demo_eval_config(**overrides) -> EvalConfig:
+    """The demo's evaluation settings, as the runner's EvalConfig.
+
+    n 16 samples per problem at temperature 1.0, top-p 1.0 (the RL sampling distribution: what the
+    policy itself would draw), 24 new tokens, raw prompts (`17+45+38=`, as in training), 512 rows
+    per generate call (the tiny model on CPU is fastest in large batches), no tqdm bar (the demo
+    shows its own), no per-run PNG."""
+    settings = dict(n=16, temperature=1.0, top_p=1.0, max_new_tokens=24, batch_size=512, seed=1234,
+                    instruction="", use_chat_template=False, raw_prompts=True, progress=False, plot=False)
+    settings.update(overrides)
+    if "n" in overrides and "ks" not in overrides:
+        settings["ks"] = None  # powers of two up to the new n
+    return EvalConfig(**settings)
 
 
 @dataclass
@@ -39,6 +53,9 @@ class RLConfig:
     max_completion_length: int = 16
     micro_batch_size: int | None = None  # completions per forward/backward (a memory knob); None: a whole update
     trainable_layers: int | None = None  # train the last N decoder layers only (model.trainable_layers); None: all
+    # a checkpoint every N updates (the trainer's checkpoint.save_steps): a run killed while training resumes
+    # from the newest one, bit for bit (`resrl.experiments.method.train`); 0: none (a killed run starts again)
+    save_steps: int = 10
 
 
 @dataclass

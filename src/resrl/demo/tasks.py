@@ -157,7 +157,7 @@ def math_hard_config(quick: bool = False):
     Evaluation draws 128 samples per held-out problem; correct completions are longer than
     `math`'s (up to 16 characters, e.g. `19998+9999=29997`), hence the RL budget of 20 tokens.
     """
-    from resrl.demo.evaluate import demo_eval_config
+    from resrl.demo.config import demo_eval_config
     from resrl.demo.config import DemoConfig, RLConfig
     from resrl.demo.config import WarmStartConfig
 

@@ -171,7 +171,7 @@ def tools_config(quick: bool = False):
     Completions are at most 22 characters (`fx(n=99,fr=usd,to=eur)`) + end of sequence, hence 24
     tokens for RL and 28 for evaluation."""
     from resrl.demo.config import DemoConfig, RLConfig
-    from resrl.demo.evaluate import demo_eval_config
+    from resrl.demo.config import demo_eval_config
     from resrl.demo.config import WarmStartConfig
 
     if quick:

@@ -1,12 +1,16 @@
 """`resrl demo`: an experiment of `resrl.experiments` on a demo task (`resrl.demo.tasks`): one seed,
 `--seeds` (one process per seed), `--grid` (each method's settings chosen on the dev split first);
-`--worker-run` is the worker protocol's job (`resrl.experiments.workers`)."""
+`--worker-run` is the worker protocol's job (`resrl.experiments.workers`). Every task, whatever its
+experiment kind, runs through the one pipeline, `resrl.experiments.pipeline.run_experiment`."""
 
 from __future__ import annotations
 
+import argparse
+from dataclasses import replace
+
 from resrl.errors import InputError
 
-import argparse
+DEFAULT_OUT = "runs/demo"
 
 
 def register(subparsers) -> None:
@@ -23,7 +27,8 @@ def register(subparsers) -> None:
     )
     from resrl.demo.tasks import DEFAULT_TASK, DEMO_TASKS
 
-    p.add_argument("--out", default="runs/demo", help="output directory (default: runs/demo)")
+    p.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: runs/demo; agents: runs/demo-agents); "
+                                                      "the same command on the same OUT resumes a killed run")
     p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(DEMO_TASKS), metavar="NAME",
                    help="the demo task; each brings its own budgets, --quick included: "
                         + "; ".join(f"{t.name}: {t.summary}" for t in DEMO_TASKS.values()))
@@ -64,20 +69,55 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+
 def config_from_args(args: argparse.Namespace):
-    """The demo task's config (its experiment kind's) with the command line's shared options."""
+    """The demo task's config (its experiment kind's type) with the command line's shared options
+    (--out, --algorithms, --seed, --threads, --eval-split, --reuse-training, and --rl-steps, --lr,
+    --eval-samples through the kind's `settings`); every option checked here, before any work."""
     from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.kinds import experiment_kind
+    from resrl.experiments.kinds import kind_of
 
     task = get_demo_task(args.task)
-    return experiment_kind(task).config_from_args(task, args)
+    kind = kind_of(task)
+    cfg = task.config(quick=args.quick)
+    eval_split = getattr(args, "eval_split", "test")
+    if eval_split != "test" and not kind.has_dev_split(cfg):
+        raise InputError(f"--task {task.name} has no dev split (its held-out split is tasks no training game has): "
+                         "--grid and --eval-split dev are for the tasks that generate problems")
+    if getattr(args, "reuse_training", None) and not hasattr(cfg, "reuse_training"):
+        raise InputError(f"--reuse-training: task {task.name!r} trains each seed from its own start; only tasks "
+                         "that start from a shared pretrained model reuse runs")
+    out = kind.default_out if args.out == DEFAULT_OUT and kind.default_out else args.out
+    changes = {"out": out, "seed": args.seed, "threads": args.threads}
+    if hasattr(cfg, "eval_split"):
+        changes["eval_split"] = eval_split
+    if getattr(args, "reuse_training", None):
+        changes["reuse_training"] = args.reuse_training
+    if args.algorithms is not None:
+        changes["algorithms"] = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
+    cfg = replace(cfg, **changes)
+    for option, path in kind.settings.items():
+        value = getattr(args, option, None)
+        if value is None:
+            continue
+        flag = "--" + option.replace("_", "-")
+        if not value > 0:
+            raise InputError(f"{flag} must be {'> 0' if isinstance(value, float) else '>= 1'}, got {value}")
+        cfg = _set(cfg, path, value)
+    return cfg
+
+
+def _set(cfg, path: str, value):
+    """`cfg` with the field at dotted `path` set (nested dataclass sections replaced, not mutated); an
+    evaluation's sample count also resets its ks (powers of two up to the new n)."""
+    head, _, rest = path.partition(".")
+    if rest:
+        return replace(cfg, **{head: _set(getattr(cfg, head), rest, value)})
+    extra = {"ks": None} if head == "n" and hasattr(cfg, "ks") else {}
+    return replace(cfg, **{head: value}, **extra)
 
 
 def run(args: argparse.Namespace) -> int:
-    from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.kinds import experiment_kind
-
-    kind = experiment_kind(get_demo_task(args.task))
     if args.worker_run is None and args.workers is not None and args.workers < 1:
         raise InputError(f"--workers must be >= 1, got {args.workers}")
     if args.worker_run is not None:
@@ -90,7 +130,9 @@ def run(args: argparse.Namespace) -> int:
         return run_grid(args)
     if args.seeds is not None:
         return run_multiseed(args)
-    kind.run(config_from_args(args), workers=args.workers)
+    from resrl.experiments.pipeline import run_experiment
+
+    run_experiment(config_from_args(args), workers=args.workers)
     return 0
 
 

@@ -25,9 +25,8 @@ from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds, p
 PerSeed = dict
 
 
-# the pretrained demo's accuracy-apart-from-format metrics (`resrl.experiments.pretrained.format_metrics`),
-# and a step demo's mean episode reward (WebShop's score: `score` sampled, `greedy_score`)
-PRETRAINED_METRICS = ("format_rate", "accuracy_formatted", "truncated", "accuracy_finished", "score", "greedy_score")
+# the pretrained demo's accuracy-apart-from-format metrics (`resrl.experiments.kinds.format_metrics`)
+PRETRAINED_METRICS = ("format_rate", "accuracy_formatted", "truncated", "accuracy_finished")
 
 
 def metrics_of(result: dict) -> dict[str, float]:
@@ -153,7 +152,7 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
                 f"{cell(d[m])} ({d[m]['wins']}/{d[m]['n']})" if m in d else "—" for m in metrics) + " |")
     (out / "multiseed.md").write_text("\n".join(lines) + "\n")
 
-    from resrl.demo.evaluate import HELD_OUT
+    from resrl.experiments.method import HELD_OUT
     from resrl.eval.plots import plot_passk  # the evaluator's Pass@k plotter, with bands
 
     plot_passk(passk_band_summaries(agg, HELD_OUT), list(agg), out / "passk_seeds.png",

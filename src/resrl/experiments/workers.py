@@ -19,6 +19,7 @@ same number of torch threads (tests/test_demo.py checks summary.json bit for bit
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 from pathlib import Path
 from typing import Callable, Sequence
@@ -46,13 +47,14 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
     """{label: result} for every label, in `labels` order (see the module docstring). Raises
     RuntimeError naming the failed runs and their logs once the others have finished.
 
-    By default a new run replaces an old one (a new warm start: nothing to resume): the results of
-    earlier runs in OUT are removed first. With `resume`, a run whose result.json is there from an
-    earlier call with the same task, config and inputs (OUT/experiment.json) is kept and not rerun, and
-    one with only its trained.json (killed while evaluating) keeps its training and evaluation records
-    (its `run_one` evaluates the saved model); `on_discard(label)` is called for each run that will run
-    afresh (e.g. to remove its evaluation). Without `resume` every trained.json is removed, so a
-    `run_one` that honours it never evaluates an old run's model."""
+    By default a new run replaces an old one (a new start: nothing to resume): the results, logs and
+    checkpoints of earlier runs in OUT are removed first. With `resume`, when OUT/experiment.json is
+    an earlier call's with the same task, config and inputs, a run whose result.json is there is kept
+    and not rerun, one with only its trained.json (killed while evaluating) keeps its training and
+    evaluation records (its `run_one` evaluates the saved model), and any other keeps its checkpoints
+    and log (killed while training: its `run_one` resumes from the newest checkpoint).
+    `on_discard(label)` is called for each run that is neither kept nor trained (e.g. to remove its
+    evaluation records)."""
     from resrl.experiments.jobs import Job, Step, run_jobs
     from resrl.experiments.layout import HANDOFF_FILE
 
@@ -60,9 +62,10 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
     inputs = dict(inputs or {})
     if say is None:
         say = print
-    keep, trained = set(), set()
+    keep, trained, same = set(), set(), False
     if resume and (out / HANDOFF_FILE).is_file():
-        if same_experiment(read_handoff(out), task_name, cfg, inputs):
+        same = same_experiment(read_handoff(out), task_name, cfg, inputs)
+        if same:
             keep = {label for label in labels if (run_dir(out, label) / RESULT_FILE).is_file()}
             # killed after its training, during its evaluation: run_one finds the model and evaluates it
             trained = {label for label in labels
@@ -70,8 +73,13 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
     for label in labels:
         if label in keep or label in trained:
             continue
-        for stale in (RESULT_FILE, TRAINED_FILE, WORKER_LOG, "metrics.jsonl"):
-            (run_dir(out, label) / stale).unlink(missing_ok=True)
+        here = run_dir(out, label)
+        for stale in (RESULT_FILE, TRAINED_FILE, WORKER_LOG):
+            (here / stale).unlink(missing_ok=True)
+        if not same:  # another experiment's training: its log and checkpoints are not this run's to resume
+            (here / "metrics.jsonl").unlink(missing_ok=True)
+            for checkpoint in here.glob("checkpoint-*"):
+                shutil.rmtree(checkpoint, ignore_errors=True)
         if on_discard is not None:
             on_discard(label)
     if keep:
@@ -148,22 +156,21 @@ def _with_new_defaults(old: dict, cfg) -> dict:
 
 
 def worker_main(out: str | Path, label: str) -> int:
-    """`resrl demo --out OUT --worker-run LABEL`: one run of the experiment in OUT (its handoff),
-    by the experiment kind of its task (`resrl.experiments.kinds`)."""
+    """`resrl demo --out OUT --worker-run LABEL`: one run of the experiment in OUT (its handoff)."""
     import torch
 
     from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.kinds import experiment_kind
+    from resrl.experiments.kinds import config_from_dict
+    from resrl.experiments.method import run_one
 
     out = Path(out)
     handoff = read_handoff(out)
-    kind = experiment_kind(get_demo_task(handoff["task"]))
-    cfg = kind.config_from_dict(handoff["config"])
+    cfg = config_from_dict(get_demo_task(handoff["task"]), handoff["config"])
     if label not in cfg.algorithms:
         raise ValueError(f"--worker-run {label!r}: not one of {list(cfg.algorithms)} in {out}")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    write_result(out, label, kind.run_one(cfg, label, handoff["inputs"]))
+    write_result(out, label, run_one(cfg, label, handoff["inputs"]))
     return 0
 
 

@@ -1,4 +1,6 @@
-"""runs/demo/report.md and the demo's PNGs."""
+"""The experiments' reports: OUT/report.md and the PNGs of each kind (`supervised_report`,
+`pretrained_report`, `steps_report`), from OUT/summary.json's fields, the runs' logs and the
+evaluation records."""
 
 from __future__ import annotations
 
@@ -6,26 +8,38 @@ from pathlib import Path
 
 import numpy as np
 
-from resrl.demo.weights import REGIONS
+from resrl.experiments.present.omega import REGIONS
 
 TRAINING_PNG = "training_curves.png"
 PASSK_PNG = "pass_at_k.png"
 OMEGA_PNG = "omega_tokens.png"
 
 
-def write_outputs(out: Path, cfg, summary: dict, evals: dict, runs: dict, omega, plots: bool = True) -> list[Path]:
-    """Write the PNGs (unless plots=False) and report.md; returns their paths."""
-    from resrl.demo.plots import plot_training_curves
-    from resrl.demo.weights import plot_omega
-    from resrl.eval.plots import plot_passk
+def _evals_and_runs(exp, summary: dict) -> tuple[dict, dict]:
+    """{policy: EvalResult} from the evaluation records, {method: its logged steps} from result.json."""
+    from resrl.experiments.layout import read_result
+    from resrl.experiments.method import EvalResult, eval_dir
 
-    out = Path(out)
+    evals = {policy: EvalResult.read(eval_dir(exp.out, policy)) for policy in summary["results"]}
+    runs = {label: read_result(exp.out, label)["metrics"] for label in exp.cfg.algorithms}
+    return evals, runs
+
+
+def supervised_report(exp, summary: dict, plots: bool = True) -> list[Path]:
+    """The supervised kind's PNGs (unless plots=False) and report.md; returns their paths."""
+    from resrl.eval.plots import plot_passk
+    from resrl.experiments.present.omega import OmegaAnalysis, plot_omega
+    from resrl.experiments.present.plots import plot_training_curves
+
+    out, cfg = exp.out, exp.cfg
+    evals, runs = _evals_and_runs(exp, summary)
+    omega = OmegaAnalysis.from_dict(summary["omega"])
     files = [out / "report.md", out / TRAINING_PNG, out / PASSK_PNG, out / OMEGA_PNG]
     if plots:
         plot_training_curves(runs, out / TRAINING_PNG)
         plot_passk([r.summary for r in evals.values()], list(evals), out / PASSK_PNG,
-                   title=f"{_task(cfg).title}, {next(iter(evals.values())).num_problems} held-out problems, "
-                         f"T = {cfg.eval.temperature}")
+                   title=f"{_task(cfg).title}, {next(iter(evals.values())).num_problems} "
+                         f"{'held-out' if cfg.eval_split == 'test' else 'dev'} problems, T = {cfg.eval.temperature}")
         plot_omega(omega, out / OMEGA_PNG)
     (out / "report.md").write_text(render_report(cfg, summary, evals, runs, omega))
     return files
@@ -64,6 +78,7 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
     rl = cfg.rl
     ws = summary["warm_start"]
     timings = summary["timings"]
+    split = "held-out" if cfg.eval_split == "test" else "dev"
     lines = [
         f"# ResRL demo: {_task(cfg).title} on a tiny Qwen3 model",
         "",
@@ -71,7 +86,8 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
         f"`{summary['example']['prompt']}` → completion `{summary['example']['target']}` "
         + ("(the worked chain: one addition at a time); reward 1 for the right final number. " if _is_chain(cfg) else
            f"(the reference completion); reward 1 when the task's reward (`{_reward_name(cfg)}`) accepts the completion, else 0. ")
-        + f"Held-out split: {P} problems never seen in training.",
+        + (f"Held-out split: {P} problems never seen in training." if split == "held-out" else
+           f"Dev split: {P} problems never seen in training, disjoint from the held-out split."),
         f"Model: Qwen3 architecture, {summary.get('num_parameters', 0) / 1e6:.2f} M parameters, "
         f"character tokenizer, built offline.",
         f"Warm start: {ws['steps']} supervised steps (batch {cfg.warm.batch_size}, lr {cfg.warm.learning_rate:g}), "
@@ -83,11 +99,11 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
         "(constant), one update per generation round, KL 0, entropy 0, through `resrl.train.run_training` "
         "(TRL `GRPOTrainer` + the project's core).",
         f"Evaluation: greedy accuracy, Avg@{n} and unbiased Pass@k (spec §5) from {n} samples per problem at "
-        f"temperature {cfg.eval.temperature}, top-p {cfg.eval.top_p}, on the same held-out split for every policy, "
+        f"temperature {cfg.eval.temperature}, top-p {cfg.eval.top_p}, on the same {split} split for every policy, "
         "by the project's evaluator (`resrl.eval.runner.evaluate`, as `resrl eval`; per-sample records in `eval/`). "
         f"± is one standard error over problems.",
         "",
-        "## Results (held-out split)",
+        f"## Results ({split} split)",
         "",
         "| policy | greedy | Avg@%d | " % n + " | ".join(f"Pass@{k}" for k in ks) + " | mean length | RL time |",
         "|---" * (5 + len(ks)) + "|",
@@ -178,3 +194,99 @@ def _omega_section(omega, chain: bool = True) -> list[str]:
 def _fmt(v: float | None) -> str:
     return "–" if v is None or v != v else f"{v:.3f}"
 
+
+
+# -- the pretrained kind ------------------------------------------------------------------------------
+
+def pretrained_report(exp, summary: dict, plots: bool = True) -> list[Path]:
+    """report.md (accuracy, format, accuracy among formatted, Pass@k per policy), training.png (the
+    per-step training curves), passk.png."""
+    from resrl.eval.plots import plot_passk
+    from resrl.experiments.kinds import START
+    from resrl.experiments.present.plots import plot_training_curves
+
+    out, cfg = exp.out, exp.cfg
+    evals, runs = _evals_and_runs(exp, summary)
+    files = [out / "report.md", out / "passk.png"]
+    if runs:
+        if plots:
+            plot_training_curves(runs, out / "training.png")
+        files.append(out / "training.png")
+    if plots:
+        plot_passk([r.summary for r in evals.values()], list(evals), out / "passk.png",
+                   title=f"SmolLM2-135M-Instruct, {next(iter(evals.values())).num_problems} problems, "
+                         f"T = {cfg.eval.temperature}")
+    n, ks = cfg.eval.n, sorted(next(iter(evals.values())).pass_at)
+    rl = cfg.rl
+    split = "held-out" if cfg.eval_split == "test" else "dev"
+    lines = [f"# Pretrained model: SmolLM2-135M-Instruct, seed {cfg.seed}", "",
+             f"Task: {summary['example']['prompt'][0]['content']!r} -> {summary['example']['answer']} "
+             f"({cfg.task.num_test} {split} problems). RL: "
+             f"{rl.steps} steps of {rl.rollout_prompts} prompts x {rl.group_size} samples, at most "
+             f"{rl.max_completion_length} new tokens, temperature {rl.temperature}, lr {rl.learning_rate} "
+             "(a method's own where its label sets train.learning_rate), "
+             + (f"the last {rl.trainable_layers} decoder layers and the final norm training (the rest frozen)"
+                if rl.trainable_layers else "full fine-tuning") + ", from the base model."
+             + (f" A method whose run finished in {cfg.reuse_training} with the same training is evaluated from "
+                "that run's model (its OUT/<run>/reused_from)." if cfg.reuse_training else ""), "",
+             f"| policy | greedy | Avg@{n} (accuracy) | format rate | accuracy among formatted | truncated | "
+             "accuracy among finished | " + " | ".join(f"Pass@{k}" for k in ks) + " |",
+             "|---|" + "---|" * (6 + len(ks))]
+
+    def rate(x) -> str:
+        return "—" if x is None or x != x else f"{x:.3f}"  # NaN (none formatted / none finished): a dash
+
+    for policy, r in summary["results"].items():
+        name = "base model" if policy == START else policy
+        lines.append(f"| {name} | {r['greedy']:.3f} | {r['avg']:.3f} | {r['format_rate']:.3f} | "
+                     f"{rate(r['accuracy_formatted'])} | {r['truncated']:.3f} | {rate(r.get('accuracy_finished'))} | "
+                     + " | ".join(f"{r['pass_at'][str(k)]:.3f}" for k in ks) + " |")
+    lines += ["", "Accuracy is the verifier's on every sample; the format rate counts samples with a `\\boxed{}` "
+              "answer, so a policy that only learns the format shows up there and not in accuracy. Truncated "
+              "samples hit the token budget; accuracy among finished is the correct ones among the others, so a "
+              "policy that only learns to stop inside the budget shows up in truncation, not there.", ""]
+    if runs:
+        lines += ["![training curves](training.png)", ""]
+    lines += ["![Pass@k](passk.png)", ""]
+    (out / "report.md").write_text("\n".join(lines))
+    return files
+
+
+# -- the step-layout kind -----------------------------------------------------------------------------
+
+def steps_report(exp, summary: dict, plots: bool = True) -> list[Path]:
+    """report.md and training_success.png (training success and invalid-format rate per round)."""
+    from resrl.experiments.kinds import START
+    from resrl.experiments.present.plots import plot_training_success
+
+    out, cfg = exp.out, exp.cfg
+    if plots and summary["training"]:
+        plot_training_success(summary["training"], out / "training_success.png")
+    res = summary["results"]
+    n = cfg.eval_samples
+    lines = [f"# Agents demo (corridor, step layout), seed {cfg.seed}", "",
+             f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that no "
+             f"training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} tasks. "
+             f"Warm start: {summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on {cfg.bc_games} games"
+             + (f" (weights kept from step {summary['bc_kept']}, its best check)"
+                if summary.get("bc_kept") not in (None, summary.get("bc_steps")) else "") + f". RL: {cfg.rounds} rounds of "
+             f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, {cfg.updates_per_round} updates per round, "
+             f"lr {cfg.learning_rate} (linear warm-up over {cfg.warmup_rounds} rounds), loss.agg {cfg.loss_agg}.", "",
+             f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
+             "invalid format | training success, first → last 3 rounds | RL s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for p, r in res.items():
+        diff = "—" if p == START else "{mean:+.3f} [{low:+.3f}, {high:+.3f}]".format(**r["paired_vs_warm_start"])
+        tr = "—"
+        if p in summary["training"]:
+            s = summary["training"][p]["train_success"]
+            k = max(1, min(3, len(s) // 2))
+            tr = f"{sum(s[:k]) / k:.2f} → {sum(s[-k:]) / k:.2f}"
+        secs = summary["training"].get(p, {}).get("rl_seconds", "—")
+        lines.append(f"| {p} | {r['greedy']:.3f} | {r['avg']:.3f} ± {r['avg_se']:.3f} | {r['pass_at'][str(n)]:.3f} | "
+                     f"{diff} | {r['invalid_format_rate']:.3f} | {tr} | {secs} |")
+    lines += ["", "Standard errors and intervals are over held-out games (each game's sampled success is one value; "
+              "the difference is paired per game with the warm start).", "",
+              "![training success](training_success.png)", ""]
+    (out / "report.md").write_text("\n".join(lines))
+    return [out / "report.md", out / "training_success.png"]

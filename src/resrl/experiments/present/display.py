@@ -1,4 +1,4 @@
-"""How the demo shows its phases: rich progress bars on a terminal, one plain line per phase
+"""How an experiment shows its phases: rich progress bars on a terminal, one plain line per phase
 start and end otherwise (a log file, CI, `nohup`), so a redirected run is never silent for minutes.
 
     display = Display(console)                 # console.is_terminal picks the mode
@@ -12,9 +12,12 @@ Both modes are safe to call from a second thread (the demo polls its worker proc
 
 from __future__ import annotations
 
+import contextlib
+import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 
 @dataclass
@@ -90,10 +93,56 @@ class Display:
         return seconds
 
 
-__all__ = ["Display"]
 
 
-# -- what the demo's bars and tables say ------------------------------------------------------------
+# -- the console, and what the bars and tables say ---------------------------------------------------
+
+def console():
+    """The experiment's console: rich, on stdout."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(file=sys.stdout)
+
+
+@contextlib.contextmanager
+def quiet(log_path: Path):
+    """Send what TRL / transformers print (per-step dicts, warnings) to a log file, keep our console."""
+    import logging
+    import warnings
+
+    import transformers
+
+    with open(log_path, "a") as log, contextlib.redirect_stdout(log), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        old, old_resrl = transformers.logging.get_verbosity(), logging.getLogger("resrl").level
+        transformers.logging.set_verbosity_error()
+        transformers.logging.disable_progress_bar()  # save/load bars would break our rich display
+        logging.getLogger("resrl").setLevel(logging.ERROR)
+        try:
+            yield
+        finally:
+            transformers.logging.set_verbosity(old)
+            transformers.logging.enable_progress_bar()
+            logging.getLogger("resrl").setLevel(old_resrl)
+
+
+def header(exp, workers: int) -> None:
+    """The experiment's first lines: what it trains, on which split, how its runs go."""
+    cfg, task = exp.cfg, exp.task
+    model = {"pretrained": "pretrained SmolLM2-135M-Instruct"}.get(exp.kind.name, "a tiny Qwen3 model")
+    exp.display.console.rule(f"[bold]ResRL demo: {task.title} on {model} (offline, CPU)")
+    split = "held-out" if getattr(cfg, "eval_split", "test") == "test" else "dev"
+    task_line = task.description(cfg.task) if hasattr(cfg, "task") else task.summary
+    exp.display.console.print(f"task: {task_line}; evaluated on the {split} split; RL runs: {len(cfg.algorithms)}, "
+                              + ("one after the other" if workers == 1 else f"{workers} worker processes"),
+                              markup=False, highlight=False)
+
+
+def split_title(cfg) -> str:
+    return "held-out split" if getattr(cfg, "eval_split", "test") == "test" else "dev split"
+
 
 def rl_info(entry: dict) -> str:
     """A trainer log entry as the RL bar's text: reward (and ResRL's mean ω)."""
@@ -104,20 +153,42 @@ def rl_info(entry: dict) -> str:
     return info
 
 
-def eval_info(res, n: int) -> str:
-    """An EvalResult as the evaluation bar's closing text."""
-    return f"greedy {res.greedy:.0%}  Avg@{n} {res.avg:.0%}"
+def eval_info(entry) -> str:
+    """A policy's summary entry (or an EvalResult) as the evaluation bar's closing text."""
+    if not isinstance(entry, dict):
+        entry = entry.to_dict()
+    n = max(map(int, entry["pass_at"]))
+    return f"greedy {entry['greedy']:.0%}  Avg@{n} {entry['avg']:.0%}"
 
 
-def print_table(console, evals: dict) -> None:
-    """{policy: EvalResult} as a rich table on `console`: greedy, Avg@n, Pass@k."""
+def follow_metrics(display: Display, bar, path: Path, seen: dict, algo: str, steps: int) -> None:
+    """A worker's bar follows its run's metrics.jsonl (its last logged step)."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return
+    if lines and len(lines) != seen.get(algo):
+        seen[algo] = len(lines)
+        try:
+            entry = json.loads(lines[-1])
+        except ValueError:  # a line being written
+            return
+        done = entry.get("step", len(lines))
+        display.update(bar, completed=done, info=rl_info(entry) + ("  evaluating" if done >= steps else ""))
+
+
+def print_table(console, results: dict, title: str = "held-out split") -> None:
+    """{policy: summary entry} as a rich table on `console`: greedy, Avg@n, Pass@k."""
     from rich.table import Table
 
-    ks = sorted(next(iter(evals.values())).pass_at)
+    ks = sorted(map(int, next(iter(results.values()))["pass_at"]))
     n = max(ks)
-    table = Table(title="held-out split")
+    table = Table(title=title)
     for col in ["policy", "greedy", f"Avg@{n}"] + [f"Pass@{k}" for k in ks]:
         table.add_column(col, justify="right" if col != "policy" else "left")
-    for name, r in evals.items():
-        table.add_row(name, f"{r.greedy:.3f}", f"{r.avg:.3f}", *[f"{r.pass_at[k]:.3f}" for k in ks])
+    for name, r in results.items():
+        table.add_row(name, f"{r['greedy']:.3f}", f"{r['avg']:.3f}", *[f"{r['pass_at'][str(k)]:.3f}" for k in ks])
     console.print(table)
+
+
+__all__ = ["Display", "console", "quiet", "header", "split_title", "rl_info", "eval_info", "follow_metrics", "print_table"]

@@ -1,4 +1,4 @@
-"""The demo's training-curve PNG. (Its Pass@k figure is drawn by the evaluator's `resrl.eval.plots.plot_passk`.)"""
+"""The experiments' training plots (their Pass@k figures are drawn by the evaluator's `resrl.eval.plots.plot_passk`)."""
 
 from __future__ import annotations
 
@@ -77,3 +77,25 @@ def plot_training_curves(runs: dict[str, Sequence[dict]], path: str | Path, smoo
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [t for t, _ in panels]
+
+
+def plot_training_success(runs: dict, path) -> None:
+    """The step-layout kind's runs: training success and invalid-format rate per generation round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for algo, r in runs.items():
+        x = list(range(1, len(r["rounds"]) + 1))
+        axes[0].plot(x, [v["success"] for v in r["rounds"]], marker="o", ms=3, label=algo)
+        axes[1].plot(x, [v["invalid_format_rate"] for v in r["rounds"]], marker="o", ms=3, label=algo)
+    axes[0].set(title="training success per round", xlabel="generation round", ylabel="success", ylim=(0, 1))
+    axes[1].set(title="invalid-format rate per round", xlabel="round", ylabel="rate", ylim=(0, 1))
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

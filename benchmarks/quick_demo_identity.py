@@ -1,0 +1,133 @@
+"""`resrl demo --quick` for every demo task, and a comparison of two such sets of runs.
+
+Issue 44's refactor (one experiment pipeline) must not move a single number: run this at the
+commit before it and at the commit after it, on the same machine, then compare.
+
+    python benchmarks/quick_demo_identity.py run OUT_DIR [--tasks math,code,...]
+    python benchmarks/quick_demo_identity.py compare BEFORE_DIR AFTER_DIR [--md FILE]
+
+`run` calls `python -m resrl.cli demo --task T --quick --out OUT_DIR/T` for each task (the
+installed or PYTHONPATH resrl: point PYTHONPATH at another checkout's src/ to run that one).
+`compare` checks, per task: summary.json with the timings (and the fields that name where or how
+fast it ran) removed, its config apart (a key a new version adds is listed, not a difference); every evaluation record (eval/**/samples.jsonl, timing fields removed) and
+every training log (*/metrics.jsonl, timing fields removed). It prints one line per task and file
+kind, and exits 1 on any difference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+TASKS = ("math", "math-hard", "code", "tools", "agents", "smollm2-arithmetic")
+# fields that say where or how fast a run went, not what it computed
+VOLATILE = {"timings", "workers", "rl_seconds", "eval_seconds", "out", "model_dir", "reuse_training",
+            "runtime", "train_runtime", "train_samples_per_second", "train_steps_per_second", "step_seconds",
+            "total_flos", "seconds", "elapsed", "time", "model"}
+
+
+def _strip(obj, keys=VOLATILE):
+    """Recursively drop VOLATILE keys and every key ending in _seconds / _s."""
+    if isinstance(obj, dict):
+        return {k: _strip(v, keys) for k, v in obj.items()
+                if k not in keys and not k.endswith(("_seconds", "_time", "_per_second"))}
+    if isinstance(obj, list):
+        return [_strip(v, keys) for v in obj]
+    return obj
+
+
+def _config_diff(before: dict, after: dict, prefix: str = "") -> tuple[list[str], list[str]]:
+    """(keys only `after` has, keys whose values differ or that only `before` has), dotted. A key added
+    to a config (a new setting) is reported, not a difference: the numbers are what must not move."""
+    added, changed = [], []
+    for key in sorted(set(before) | set(after)):
+        name = prefix + key
+        if key not in before:
+            added.append(name)
+        elif key not in after:
+            changed.append(name)
+        elif isinstance(before[key], dict) and isinstance(after[key], dict):
+            a, c = _config_diff(before[key], after[key], name + ".")
+            added += a
+            changed += c
+        elif before[key] != after[key]:
+            changed.append(name)
+    return added, changed
+
+
+def run(out: Path, tasks) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    failed = []
+    for task in tasks:
+        t0 = time.time()
+        with open(out / f"{task}.log", "w") as log:
+            rc = subprocess.call([sys.executable, "-m", "resrl.cli", "demo", "--task", task, "--quick",
+                                  "--out", str(out / task)], stdout=log, stderr=subprocess.STDOUT, env=env)
+        print(f"{task}: exit {rc} in {time.time() - t0:.0f} s", flush=True)
+        if rc:
+            failed.append(task)
+    return 1 if failed else 0
+
+
+def _jsonl(path: Path) -> list:
+    return [_strip(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+
+
+def compare(before: Path, after: Path, md: Path | None) -> int:
+    rows, bad = [], 0
+    for task in TASKS:
+        b, a = before / task, after / task
+        if not (b / "summary.json").is_file() or not (a / "summary.json").is_file():
+            rows.append((task, "summary.json", "missing"))
+            bad += 1
+            continue
+        sb, sa = (_strip(json.loads((d / "summary.json").read_text())) for d in (b, a))
+        added, changed = _config_diff(sb.pop("config"), sa.pop("config"))
+        same = sb == sa and not changed
+        rows.append((task, "summary.json", ("identical" if same else "DIFFERENT")
+                     + (f"; config keys added: {', '.join(added)}" if added else "")
+                     + (f"; config keys changed or removed: {', '.join(changed)}" if changed else "")))
+        bad += not same
+        for pattern in ("eval/**/samples.jsonl", "*/metrics.jsonl"):
+            files_b = sorted(p.relative_to(b) for p in b.glob(pattern))
+            files_a = sorted(p.relative_to(a) for p in a.glob(pattern))
+            if files_b != files_a:
+                rows.append((task, pattern, f"DIFFERENT file sets: {files_b} vs {files_a}"))
+                bad += 1
+                continue
+            diff = [str(f) for f in files_b if _jsonl(b / f) != _jsonl(a / f)]
+            lines = sum(len((b / f).read_text().splitlines()) for f in files_b)
+            rows.append((task, pattern, f"{len(files_b)} files, {lines} lines: "
+                         + ("identical" if not diff else "DIFFERENT " + ", ".join(diff))))
+            bad += bool(diff)
+    text = "| task | what | before vs after |\n|---|---|---|\n" + "".join(f"| {t} | {w} | {r} |\n" for t, w, r in rows)
+    print(text)
+    if md is not None:
+        md.write_text(text)
+    return 1 if bad else 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("out", type=Path)
+    r.add_argument("--tasks", default=",".join(TASKS))
+    c = sub.add_parser("compare")
+    c.add_argument("before", type=Path)
+    c.add_argument("after", type=Path)
+    c.add_argument("--md", type=Path, default=None)
+    args = p.parse_args()
+    if args.cmd == "run":
+        return run(args.out, [t for t in args.tasks.split(",") if t])
+    return compare(args.before, args.after, args.md)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+"""The one-method toolkit of every experiment kind: a method's training config, its run (train, then
+evaluate; resumed mid-training from its checkpoints), the reuse of an earlier experiment's training,
+and the evaluation records.
+
+    training_config(base, label, output_dir, save_steps)   a `resrl train` config: the kind's base
+                                                          sections + the method's variant settings
+    run_one(cfg, label, inputs)                           one method's run: the worker protocol's job
+    reusable_training(cfg, label)                         an earlier experiment's identical training
+    evaluate(model, tokenizer, problems, config, out_dir) greedy + sampled, by `resrl.eval.runner`
+
+A method's run lives in OUT/<run> (`resrl.experiments.layout`): its training writes checkpoints
+there every `save_steps` (the trainer's own, `checkpoint.save_steps`), so a run killed while
+training resumes from the newest one through `run_training(resume=True)` — the trainer's exact
+resume: the same weights, log and samples as a run never killed. When training ends the model is
+saved to OUT/<run>/model, OUT/<run>/trained.json marks it (a run killed while evaluating does not
+train again) and the checkpoints are removed. Evaluation records go to OUT/eval/<policy> and an
+interrupted evaluation resumes from them.
+
+Held-out evaluation (greedy accuracy, Avg@n, unbiased Pass@k, length, truncation; spec §5): every
+number comes from the project's evaluator, `resrl.eval.runner.evaluate` (what `resrl eval` runs),
+with the task's reward as its scorer. A policy is evaluated twice by that one function: greedy = a
+temperature-0 run with n = 1, sampled = n samples per problem at the config's temperature.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Sequence
+
+from resrl.data.problem import Problem
+from resrl.errors import InputError
+from resrl.eval.runner import EvalConfig
+from resrl.experiments.layout import (HANDOFF_FILE, RESULT_FILE, TRAINED_FILE, config_to_dict, read_handoff,
+                                      run_dir, run_dir_name, write_json_atomic)
+
+HELD_OUT = "held-out split"  # the benchmark name of an evaluation on the held-out split (records, plots)
+DEV_SPLIT = "dev split"      # ... on the dev split where `--grid` chooses (records before 0.3 say HELD_OUT)
+WARM_CHECK = "warm-start check"  # the supervised warm start's greedy stopping check (never written to disk)
+
+
+# -- training ---------------------------------------------------------------------------------------
+
+def training_config(base: dict, label: str, output_dir: str | Path, save_steps: int = 0,
+                    overrides: Sequence[str] = ()):
+    """A method's `resrl train` configuration: the kind's `base` sections, the method's `algorithm`
+    section (`label`: a registry name or a variant `name/key=value...`, `resrl.train.variants`),
+    `train.output_dir`, checkpoints every `save_steps` updates (0: none), then `overrides` and the
+    variant's own training keys (`resrl/train.learning_rate=3e-5`) over it all."""
+    import copy
+
+    from resrl.train.config import config_from_dict
+    from resrl.train.schema import apply_overrides
+    from resrl.train.variants import parse_variant
+
+    variant = parse_variant(label)
+    data = copy.deepcopy(base)
+    data["algorithm"] = variant.algorithm_section()
+    data.setdefault("train", {})["output_dir"] = str(output_dir)
+    data["checkpoint"] = {**data.get("checkpoint", {}), "save_steps": save_steps}
+    return config_from_dict(apply_overrides(data, [*overrides, *variant.overrides]))
+
+
+def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_fn=None,
+          on_log: Callable[[dict], None] | None = None) -> dict:
+    """Train `config` from the model in `start_dir`, resuming from the newest checkpoint in `here`
+    (OUT/<run>) when there is one; save the model to `here`/model (a directory `resrl eval` loads);
+    mark it with `here`/trained.json; remove the checkpoints. Returns the trained.json: {"metrics"
+    (every logged step, read back from metrics.jsonl so that a resumed run has the steps before its
+    checkpoint too), "rl_seconds", "resrl_mode", "resumed_from" (a checkpoint's step, or None)}."""
+    from resrl.checkpoint import checkpoint_step, latest_checkpoint
+    from resrl.train import run_training
+
+    checkpoint = latest_checkpoint(here) if here.is_dir() else None
+    t0 = time.perf_counter()
+    result = run_training(config, model=str(start_dir), tokenizer=None, train_dataset=train_dataset,
+                          reward_fn=reward_fn, on_log=on_log, save_final=False, resume=checkpoint is not None)
+    result.model.save_pretrained(here / "model")
+    result.tokenizer.save_pretrained(here / "model")
+    rl_seconds = time.perf_counter() - t0
+    metrics = [json.loads(line) for line in (here / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    done = {"metrics": metrics, "rl_seconds": rl_seconds, "resrl_mode": result.resrl_mode,
+            "resumed_from": checkpoint_step(checkpoint) if checkpoint is not None else None}
+    write_json_atomic(here / TRAINED_FILE, done)  # from here on a killed run evaluates, it does not train
+    for old in here.glob("checkpoint-*"):  # the run is trained: its checkpoints are of no further use
+        shutil.rmtree(old, ignore_errors=True)
+    return done
+
+
+# config keys that do not change a method's training: where it is written, which methods run beside
+# it, and how and on which split it is evaluated
+NOT_TRAINING = ("out", "algorithms", "eval", "eval_split", "reuse_training")
+
+
+def reusable_training(cfg, label: str, train_config: Callable[[Path], object]) -> Path | None:
+    """The run directory of `label` in `cfg.reuse_training` (an earlier experiment's OUT) when its
+    training is this one's: the run finished there (result.json), both experiments have the same task,
+    seed, budgets and every other training setting (their configs without NOT_TRAINING), the same
+    train config (`train_config(output_dir)`; where it is written and how often it checkpoints aside)
+    and the same start (OUT/warm_start resolves to the same model). None otherwise (or when `cfg` has
+    no `reuse_training`): the method trains.
+
+    The RL rows depend only on the task, its seed and the budget, and each run seeds itself, so the
+    same code would train the same model; reusing it saves the whole RL run (the grid's first seed)."""
+    src_out = getattr(cfg, "reuse_training", None)
+    if not src_out:
+        return None
+    src_out = Path(src_out)
+    if not (src_out / HANDOFF_FILE).is_file():
+        raise InputError(f"reuse_training {str(src_out)!r}: not an experiment's output directory (no {HANDOFF_FILE})")
+    handoff = read_handoff(src_out)
+    src = run_dir(src_out, label)
+    if handoff["task"] != cfg.task_name or label not in handoff["config"].get("algorithms", ()):
+        return None
+    if not (src / RESULT_FILE).is_file() or not (src / "model").is_dir() or not (src / "train_config.json").is_file():
+        return None
+
+    def training(d: dict) -> dict:
+        return {k: v for k, v in d.items() if k not in NOT_TRAINING}
+
+    if training(handoff["config"]) != training(config_to_dict(cfg)):
+        return None
+
+    def trained(d: dict) -> dict:  # the run's train config, where it is written and its checkpoints aside
+        return {**{k: v for k, v in d.items() if k != "checkpoint"},
+                "train": {k: v for k, v in d["train"].items() if k != "output_dir"}}
+
+    if trained(json.loads((src / "train_config.json").read_text())) != trained(json.loads(
+            json.dumps(train_config(src).to_dict(), default=str))):
+        return None
+    if (src_out / "warm_start").resolve() != (Path(cfg.out) / "warm_start").resolve():
+        return None
+    return src
+
+
+def link_reused(cfg, label: str, source: Path) -> dict:
+    """`label`'s run from `source` (`reusable_training`): OUT/<run>/model links to its model,
+    metrics.jsonl is its training log, trained.json its training's record. Returns that record."""
+    here = run_dir(cfg.out, label)
+    here.mkdir(parents=True, exist_ok=True)
+    for name in ("metrics.jsonl", "train_config.json"):
+        if (source / name).is_file():
+            shutil.copyfile(source / name, here / name)
+    (here / "reused_from").write_text(str(source.resolve()) + "\n")
+    link = here / "model"
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    link.symlink_to((source / "model").resolve(), target_is_directory=True)
+    done = json.loads((source / RESULT_FILE).read_text())
+    done = {k: done[k] for k in ("metrics", "rl_seconds", "resrl_mode")}
+    write_json_atomic(here / TRAINED_FILE, done)  # killed while evaluating: its evaluation records are kept
+    return done
+
+
+def run_one(cfg, label: str, inputs: dict, exp=None) -> dict:
+    """One method's run (the worker protocol's job, `resrl.experiments.workers`): its training by
+    the experiment's kind (reused from `cfg.reuse_training`, kept from OUT/<run>/trained.json, or
+    trained, resuming from a checkpoint), then the kind's evaluation of OUT/<run>/model. `exp`: the
+    experiment in this process (its display and log), None in a worker. Returns result.json's dict:
+    {"metrics", "rl_seconds", "resrl_mode", "result" (the policy's summary entry), "eval_seconds"}."""
+    from resrl.experiments.kinds import kind_of
+
+    kind = kind_of(cfg)
+    here = run_dir(cfg.out, label)
+    here.mkdir(parents=True, exist_ok=True)
+    say = exp.display.say if exp is not None else (lambda line: None)
+    source = reusable_training(cfg, label, lambda d: kind.train_config(cfg, label, inputs, d))
+    if source is not None:  # the same training finished in another experiment (the grid's dev phase)
+        done = link_reused(cfg, label, source)
+        say(f"RL {label}: training reused from {source} (same training settings and start)")
+    elif (here / TRAINED_FILE).is_file() and (here / "model").is_dir():  # killed while evaluating
+        done = json.loads((here / TRAINED_FILE).read_text())
+        say(f"RL {label}: trained before (OUT/{here.name}/{TRAINED_FILE}); its evaluation resumes")
+    else:
+        done = kind.train(cfg, label, inputs, here, exp)
+    t = time.perf_counter()
+    result = kind.evaluate(cfg, label, here / "model", inputs, exp)
+    return {"metrics": done["metrics"], "rl_seconds": done["rl_seconds"], "resrl_mode": done.get("resrl_mode"),
+            "result": result, "eval_seconds": time.perf_counter() - t}
+
+
+# -- evaluation -------------------------------------------------------------------------------------
+
+def eval_dir(out: str | Path, policy: str) -> Path:
+    """Where a policy's evaluation records go: OUT/eval/<policy> (greedy/ and sampled/ runs)."""
+    return Path(out) / "eval" / run_dir_name(policy).replace(" ", "-")
+
+
+def split_label(eval_split: str, records_dir: Path | None = None) -> str:
+    """The benchmark name an evaluation on `eval_split` ("test" or "dev") is recorded under: HELD_OUT
+    or DEV_SPLIT. Records an earlier version wrote for the dev split under HELD_OUT keep that name, so
+    their evaluation resumes and reads as it was."""
+    if eval_split == "test":
+        return HELD_OUT
+    if eval_split != "dev":
+        raise InputError(f"eval_split must be 'test' or 'dev', got {eval_split!r}")
+    if records_dir is not None:
+        for run in ("greedy", "sampled"):
+            summary = records_dir / run / "summary.json"
+            if summary.is_file() and HELD_OUT in json.loads(summary.read_text()).get("benchmarks", {}):
+                return HELD_OUT
+    return DEV_SPLIT
+
+
+def greedy_config(config: EvalConfig) -> EvalConfig:
+    """The same settings as one greedy sample per problem."""
+    return replace(config, n=1, ks=None, temperature=0.0)
+
+
+@dataclass
+class EvalResult:
+    """A view of the runner's summaries of one policy (greedy run + sampled run)."""
+
+    greedy: float  # greedy accuracy (avg@1 of the temperature-0 run)
+    avg: float  # Avg@n
+    avg_stderr: float | None  # standard error of Avg@n over problems
+    pass_at: dict[int, float]  # k -> mean unbiased Pass@k, for the config's ks
+    mean_length: float  # sampled completion tokens
+    truncated: float  # fraction of samples that hit max_new_tokens
+    num_problems: int
+    summary: dict  # the sampled run's summary (resrl.eval.runner.evaluate), e.g. for plot_passk
+
+    @classmethod
+    def from_summaries(cls, greedy: dict, sampled: dict, benchmark: str | None = None) -> "EvalResult":
+        """`benchmark`: the split's name in the summaries (None: the one benchmark they hold)."""
+        if benchmark is None:
+            benchmark = next(iter(sampled["benchmarks"]))
+        g, m = greedy["benchmarks"][benchmark], sampled["benchmarks"][benchmark]
+        return cls(greedy=g["avg@1"], avg=m[f"avg@{m['n']}"], avg_stderr=m["avg_stderr"],
+                   pass_at={int(k): m["pass@k"][str(k)] for k in sampled["ks"]},
+                   mean_length=m["mean_response_tokens"], truncated=m["truncation_rate"],
+                   num_problems=m["num_problems"], summary=sampled)
+
+    @classmethod
+    def read(cls, records_dir: str | Path) -> "EvalResult":
+        """From an evaluation's records directory (OUT/eval/<policy>: greedy/ and sampled/)."""
+        d = Path(records_dir)
+        return cls.from_summaries(json.loads((d / "greedy" / "summary.json").read_text()),
+                                  json.loads((d / "sampled" / "summary.json").read_text()))
+
+    def to_dict(self) -> dict:
+        return {"greedy": self.greedy, "avg": self.avg, "pass_at": {str(k): v for k, v in self.pass_at.items()},
+                "mean_length": self.mean_length, "truncated": self.truncated}
+
+
+def run_evaluation(model, tokenizer, problems: Sequence[Problem], config: EvalConfig,
+                   out_dir: str | Path | None = None, benchmark: str = HELD_OUT,
+                   on_progress: Callable[[int], None] | None = None, scorer=None) -> dict:
+    """One `resrl.eval.runner.evaluate` call on a task's problems, scored by the task's reward
+    (`scorer`; None: `chain_reward`, the chained-addition tasks' reward)."""
+    from resrl.eval.runner import evaluate as runner_evaluate
+
+    if scorer is None:
+        from resrl.data.synthetic import chain_reward as scorer
+    return runner_evaluate(model, {benchmark: list(problems)}, config, out_dir, tokenizer=tokenizer,
+                           scorer=scorer, on_progress=on_progress)
+
+
+def evaluate(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, out_dir: str | Path | None = None,
+             on_progress: Callable[[int], None] | None = None, scorer=None, benchmark: str = HELD_OUT) -> EvalResult:
+    """Greedy accuracy plus config.n samples per problem at config.temperature -> EvalResult.
+
+    With `out_dir`, the two runs write their usual outputs (config.json, samples.jsonl, summary.json,
+    results.md) to `out_dir/greedy` and `out_dir/sampled`, and an interrupted evaluation resumes from
+    them (an out_dir belongs to one model: the runner checks the settings, not the weights).
+    on_progress(samples_done) is called after every batch, counting the greedy run's P samples
+    first, then the P × n sampled ones. scorer: the task's reward (`run_evaluation`)."""
+    out = Path(out_dir) if out_dir is not None else None
+    P = len(problems)
+    greedy = run_evaluation(model, tokenizer, problems, greedy_config(config), out / "greedy" if out else None,
+                            benchmark=benchmark, on_progress=on_progress, scorer=scorer)
+    sampled = run_evaluation(model, tokenizer, problems, config, out / "sampled" if out else None,
+                             benchmark=benchmark, scorer=scorer,
+                             on_progress=None if on_progress is None else (lambda done: on_progress(P + done)))
+    return EvalResult.from_summaries(greedy, sampled, benchmark)
+
+
+def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, scorer=None) -> float:
+    """Greedy accuracy on `problems` (the warm start's stopping check), by the same evaluator."""
+    summary = run_evaluation(model, tokenizer, problems, greedy_config(config), benchmark=WARM_CHECK, scorer=scorer)
+    return summary["benchmarks"][WARM_CHECK]["avg@1"]
+
+
+__all__ = ["HELD_OUT", "DEV_SPLIT", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
+           "reusable_training", "link_reused", "eval_dir", "split_label", "greedy_config", "evaluate",
+           "greedy_accuracy", "run_evaluation"]
