@@ -22,14 +22,12 @@ def main() -> None:
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
-    from resrl.demo.tasks import build_task, get_demo_task
-    from resrl.experiments.demo import eval_problems
-    from resrl.experiments.kinds import experiment_kind
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
 
     task = get_demo_task(args.task)
-    cfg = experiment_kind(task).config(task)
-    cfg = replace(cfg, seed=args.seed, eval_split=args.split)
-    problems = eval_problems(build_task(cfg), cfg)
+    cfg = replace(task.config(quick=False), seed=args.seed, eval_split=args.split)
+    problems = kind_of(task).eval_problems(cfg)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with out.open("w") as f:

@@ -32,9 +32,9 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from resrl.demo.arithmetic_task import ArithmeticConfig, ArithmeticTask, arithmetic_eval_config, arithmetic_reward
-    from resrl.demo.evaluate import run
     from resrl.eval.runner import read_records
-    from resrl.experiments.pretrained import format_metrics
+    from resrl.experiments.kinds import format_metrics
+    from resrl.experiments.method import run_evaluation as run
 
     torch.set_num_threads(1)
     task = ArithmeticTask(ArithmeticConfig(digits=tuple(int(d) for d in args.digits.split(",")),

@@ -70,7 +70,8 @@ def test_demo_evaluation_is_the_runner(memorised, tmp_path):
     """The demo's numbers are `resrl.eval.runner.evaluate`'s (what `resrl eval` runs), called directly
     with the task's reward as scorer: greedy = a temperature-0 run with n = 1, the rest = n samples."""
     from resrl.data.synthetic import chain_reward, is_correct
-    from resrl.demo.evaluate import HELD_OUT, demo_eval_config, evaluate, greedy_accuracy
+    from resrl.demo.config import demo_eval_config
+    from resrl.experiments.method import HELD_OUT, evaluate, greedy_accuracy
     from resrl.eval.runner import EvalConfig
     from resrl.eval.runner import evaluate as runner_evaluate
 
@@ -99,7 +100,8 @@ def test_demo_evaluation_is_the_runner(memorised, tmp_path):
 
 
 def test_interrupted_demo_evaluation_resumes_to_the_same_result(memorised, tmp_path):
-    from resrl.demo.evaluate import demo_eval_config, evaluate
+    from resrl.demo.config import demo_eval_config
+    from resrl.experiments.method import evaluate
 
     model, tok, problems = memorised
     cfg = demo_eval_config(n=4, batch_size=8, max_new_tokens=12)
@@ -143,20 +145,20 @@ def test_cli_arguments_and_errors():
 
 def test_unknown_algorithm_fails_before_any_work(tmp_path):
     from resrl.demo.config import DemoConfig
-    from resrl.experiments.demo import run_demo
+    from resrl.experiments.pipeline import run_experiment
 
     with pytest.raises(ValueError, match="--algorithms.*nope"):
-        run_demo(DemoConfig.quick(out=str(tmp_path / "d"), algorithms=("grpo", "nope")))
+        run_experiment(DemoConfig.quick(out=str(tmp_path / "d"), algorithms=("grpo", "nope")))
     assert not (tmp_path / "d").exists()
 
 
 def test_demo_train_config_is_a_valid_training_config(tmp_path):
     from resrl.demo.config import DemoConfig
-    from resrl.experiments.demo import train_config
+    from resrl.experiments.kinds import KINDS
 
     cfg = DemoConfig()
     for algo in cfg.algorithms:
-        tc = train_config(cfg, algo, tmp_path)
+        tc = KINDS["supervised"].train_config(cfg, algo, {}, tmp_path)
         tc.validate(need_model=False, need_data=False)
         assert tc.algorithm.name == algo and tc.train.max_steps == cfg.rl.steps
         assert tc.train.learning_rate == cfg.rl.learning_rate and tc.train.group_size == cfg.rl.group_size
@@ -178,13 +180,14 @@ def test_demo_config_survives_the_workers_json():
     nested sections and tuples included, comes back equal."""
     from dataclasses import replace
 
-    from resrl.experiments.demo import config_from_dict
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import handoff_config
     from resrl.experiments.layout import config_to_dict
     from resrl.demo.config import DemoConfig
 
     for cfg in (DemoConfig(), DemoConfig.quick(seed=3, algorithms=("grpo", "resrl/resrl.rank=4")),
                 replace(DemoConfig.quick(), eval=replace(DemoConfig.quick().eval, ks=(1, 3)), threads=None)):
-        back = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))
+        back = handoff_config(get_demo_task(cfg.task_name), json.loads(json.dumps(config_to_dict(cfg))))
         assert back == cfg and type(back.algorithms) is tuple and back.eval == cfg.eval
 
 
@@ -195,7 +198,7 @@ def test_phase_lines_when_stdout_is_not_a_terminal():
 
     from rich.console import Console
 
-    from resrl.demo.display import Display
+    from resrl.experiments.present.display import Display
 
     log = io.StringIO()
     with Display(Console(file=log)) as display:  # a StringIO is not a terminal
@@ -229,7 +232,7 @@ def test_a_failing_worker_is_one_error_naming_its_log(tmp_path):
     """A worker that cannot run (here: no saved warm start) stops the demo with an error that names
     the run and its log; the log holds the worker's own error."""
     from resrl.demo.config import DemoConfig
-    from resrl.experiments.demo import run_one
+    from resrl.experiments.method import run_one
     from resrl.experiments.workers import run_methods
 
     cfg = DemoConfig.quick(out=str(tmp_path / "demo"), algorithms=("grpo",))

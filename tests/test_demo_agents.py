@@ -1,4 +1,5 @@
-"""`resrl demo --task agents` (resrl.demo.agents_task): the quick demo end to end through the CLI."""
+"""`resrl demo --task agents` (resrl.demo.agents_task, the steps kind of resrl.experiments.kinds): the quick
+demo end to end through the CLI."""
 
 from __future__ import annotations
 
@@ -20,10 +21,7 @@ def test_held_out_tasks_are_disjoint_from_training_tasks():
 
 @pytest.mark.slow
 def test_quick_agents_demo_end_to_end(tmp_path, capsys):
-    from dataclasses import replace
-
     from resrl.cli import main
-    from resrl.experiments.steps import run_agents_demo
 
     out = tmp_path / "agents"
     assert main(["demo", "--task", "agents", "--quick", "--out", str(out), "--algorithms", "grpo,gigpo",
@@ -33,9 +31,11 @@ def test_quick_agents_demo_end_to_end(tmp_path, capsys):
     for algo in ("grpo", "gigpo"):  # the runs really were processes of the job runner, `--worker-run ALGO` each
         assert f"RL {algo}: done" in printed
         assert f"--task agents --out {out} --worker-run {algo}" in (out / algo / "worker.log").read_text()
-    # the numbers do not depend on the workers: the same RL runs in this process from the saved warm start
-    one = run_agents_demo(replace(AgentsDemoConfig.quick(), out=str(tmp_path / "one"), algorithms=("grpo", "gigpo")),
-                          warm_dir=str(out / "model-bc"), workers=1, log=lambda line: None)
+    # the numbers do not depend on the workers: the same experiment with its RL runs in this process
+    assert main(["demo", "--task", "agents", "--quick", "--out", str(tmp_path / "one"), "--algorithms", "grpo,gigpo",
+                 "--workers", "1"]) == 0
+    one = json.loads((tmp_path / "one" / "summary.json").read_text())
+    assert not (tmp_path / "one" / "grpo" / "worker.log").exists()
     summary = json.loads((out / "summary.json").read_text())
     assert summary["task"] == "agents"
     assert list(summary["results"]) == ["warm start", "grpo", "gigpo"]
@@ -64,15 +64,14 @@ def test_a_failed_agents_worker_raises_one_error_naming_its_job_and_log(tmp_path
     names the job and its log, and the log holds the worker's own error."""
     from dataclasses import replace
 
-    from resrl.experiments.steps import run_one
+    from resrl.experiments.method import run_one
     from resrl.experiments.workers import run_methods
 
     cfg = replace(AgentsDemoConfig.quick(), out=str(tmp_path), algorithms=("no-such-algorithm",))
     lines = []
     with pytest.raises(RuntimeError, match=r"RL no-such-algorithm.*exit [1-9].*worker\.log"):
         run_methods(tmp_path, cfg.task_name, cfg, cfg.algorithms, run_one, workers=2, say=lines.append,
-                    inputs={"warm_dir": str(tmp_path / "warm"), "data_path": str(tmp_path / "games.jsonl"),
-                            "test_games": []})
+                    inputs={"data_path": str(tmp_path / "games.jsonl"), "test_games": []})
     assert any(line.startswith("RL no-such-algorithm: FAILED") for line in lines)
     assert "no-such-algorithm" in (tmp_path / "no-such-algorithm" / "worker.log").read_text().split("\n", 1)[1]
 

@@ -15,12 +15,13 @@ from resrl.demo.tasks import DEMO_TASKS, build_task
 def test_the_dev_split_is_disjoint_from_the_held_out_split(name, quick):
     from dataclasses import replace
 
-    from resrl.experiments.demo import eval_problems
+    from resrl.experiments.kinds import kind_of
 
     cfg = DEMO_TASKS[name].config(quick=quick)
     task = build_task(cfg)
-    dev = eval_problems(task, replace(cfg, eval_split="dev"))
-    assert eval_problems(task, cfg) == task.test
+    kind = kind_of(DEMO_TASKS[name])
+    dev = kind.eval_problems(replace(cfg, eval_split="dev"))
+    assert kind.eval_problems(cfg) == task.test
     assert len(dev) == len(task.test)
     dev_keys, test_keys = {task.split_key(p) for p in dev}, {task.split_key(p) for p in task.test}
     assert len(dev_keys) == len(dev) and not dev_keys & test_keys

@@ -1,4 +1,4 @@
-"""The demo's figures: training curves (`resrl.demo.plots.plot_training_curves`) and Pass@k
+"""The demo's figures: training curves (`resrl.experiments.present.plots.plot_training_curves`) and Pass@k
 (`resrl.eval.plots.plot_passk`)."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def saved(monkeypatch) -> list:
 def test_one_legend_for_the_figure_that_names_every_run(n_runs, keys, tmp_path, saved):
     """A legend in every panel hid the curves (five long run labels over each plot): the figure has
     one legend, in the first empty panel or below the panels, naming each run once."""
-    from resrl.demo.plots import CURVES, plot_training_curves
+    from resrl.experiments.present.plots import CURVES, plot_training_curves
 
     metrics = [names[0] for _, names in list(CURVES.items())[:keys]]
     runs = {f"algo-{r}/train.learning_rate=1e-4": [{"step": s, **{m: s * (r + 1.0) for m in metrics}}

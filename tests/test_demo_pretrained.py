@@ -1,4 +1,4 @@
-"""`resrl demo --task smollm2-arithmetic` (resrl.demo.arithmetic_task, resrl.experiments.pretrained):
+"""`resrl demo --task smollm2-arithmetic` (resrl.demo.arithmetic_task, the pretrained kind of resrl.experiments.kinds):
 the splits never meet, the reward earns nothing for the cheap outputs, accuracy is measured apart
 from format, and (slow) the quick run end to end on the real SmolLM2-135M-Instruct."""
 
@@ -89,7 +89,7 @@ def test_the_number_guard_is_what_stops_the_unevaluated_sum():
 def test_accuracy_is_measured_apart_from_format(tmp_path):
     """Hand-made records: a policy that writes \\boxed{} around wrong answers raises the format rate
     only; accuracy among formatted answers is the correct ones among the boxed ones."""
-    from resrl.experiments.pretrained import format_metrics
+    from resrl.experiments.kinds import format_metrics
 
     rows = [("\\boxed{65}", True, False), ("\\boxed{64}", False, False), ("7 + 58 = 65", True, False),
             ("7 + 58 = ", False, True), ("\\boxed{}", False, False)]
@@ -114,11 +114,12 @@ def test_accuracy_is_measured_apart_from_format(tmp_path):
 
 
 def test_the_handoff_and_the_quick_config():
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import handoff_config
     from resrl.experiments.layout import config_to_dict
-    from resrl.experiments.pretrained import config_from_dict
 
     cfg = PretrainedDemoConfig.quick(seed=2)
-    assert config_from_dict(json.loads(json.dumps(config_to_dict(cfg)))) == cfg
+    assert handoff_config(get_demo_task(cfg.task_name), json.loads(json.dumps(config_to_dict(cfg)))) == cfg
     assert cfg.is_quick and cfg.task.num_test == 8 and PretrainedDemoConfig().rl.max_completion_length == 48
 
 
@@ -128,7 +129,8 @@ def test_quick_pretrained_demo_end_to_end(tmp_path, capsys):
     with ResRL from the base model and evaluated; the summary has accuracy and format per policy."""
     pytest.importorskip("gguf")
     from resrl.experiments.layout import jsonable
-    from resrl.experiments.pretrained import BASE, run
+    from resrl.experiments.kinds import START as BASE
+    from resrl.experiments.pipeline import run_experiment as run
     from resrl.models.smollm2 import smollm2_gguf_path
 
     smollm2_gguf_path()  # the package setup installs; an error here says how to install it
@@ -191,7 +193,10 @@ def test_quick_pretrained_demo_end_to_end(tmp_path, capsys):
     assert (other / "resrl" / "reused_from").read_text().strip() == str((out / "resrl").resolve())
     assert dev["results"]["resrl"]["rl_seconds"] == summary["results"]["resrl"]["rl_seconds"]
     assert f"finished in {out} with the same training" in (other / "report.md").read_text()
-    assert json.loads((other / "eval" / "resrl" / "greedy" / "summary.json").read_text())["overall"]["num_problems"] == 8
+    dev_summary = json.loads((other / "eval" / "resrl" / "greedy" / "summary.json").read_text())
+    assert dev_summary["overall"]["num_problems"] == 8
+    assert list(dev_summary["benchmarks"]) == ["dev split"]  # recorded as the dev split, not as held out
+    assert "(8 dev problems)" in (other / "report.md").read_text()
 
 
 # -- reusing a finished training (the grid's first seed) -------------------------------------------------
@@ -201,7 +206,7 @@ def _finished_experiment(root, cfg, algos=("grpo", "resrl")):
     result.json, model/ and the train config the run would have written."""
     from pathlib import Path
 
-    from resrl.experiments.demo import train_config
+    from resrl.experiments.kinds import KINDS
     from resrl.experiments.layout import run_dir, write_handoff, write_result
 
     out = Path(cfg.out)
@@ -212,7 +217,8 @@ def _finished_experiment(root, cfg, algos=("grpo", "resrl")):
     for algo in algos:
         d = run_dir(out, algo)
         (d / "model").mkdir(parents=True)
-        (d / "train_config.json").write_text(json.dumps(train_config(cfg, algo, d).to_dict(), indent=1, default=str))
+        (d / "train_config.json").write_text(json.dumps(KINDS["pretrained"].train_config(cfg, algo, {}, d).to_dict(), indent=1,
+                                                               default=str))
         write_result(out, algo, {"metrics": [], "rl_seconds": 1.0, "eval_seconds": 1.0, "resrl_mode": None})
     return out
 
@@ -228,9 +234,13 @@ def _new_experiment(root, name, **changes):
 
 def test_a_finished_training_is_reused_only_when_it_is_the_same_training(tmp_path):
     from resrl.demo.config import RLConfig
-    from resrl.experiments.demo import reusable_training
-    from resrl.experiments.layout import run_dir
     from resrl.errors import InputError
+    from resrl.experiments.kinds import KINDS
+    from resrl.experiments.layout import run_dir
+    from resrl.experiments.method import reusable_training as reusable
+
+    def reusable_training(cfg, label):
+        return reusable(cfg, label, lambda d: KINDS["pretrained"].train_config(cfg, label, {}, d))
 
     dev = _finished_experiment(tmp_path, replace(PretrainedDemoConfig(), out=str(tmp_path / "dev"), eval_split="dev"))
     # the same training, evaluated elsewhere (held-out split, more samples): reused
@@ -337,8 +347,7 @@ def test_export_demo_split_writes_the_problems_the_demo_evaluates(tmp_path):
     import sys
     from pathlib import Path
 
-    from resrl.demo.tasks import build_task
-    from resrl.experiments.demo import eval_problems
+    from resrl.experiments.kinds import KINDS
     from resrl.tasks.data import load_problems
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "export_demo_split.py"
@@ -348,7 +357,7 @@ def test_export_demo_split_writes_the_problems_the_demo_evaluates(tmp_path):
         subprocess.run([sys.executable, str(script), "--split", split, "--seed", "1", "--out", str(out)], check=True,
                        capture_output=True)
         cfg = replace(PretrainedDemoConfig(), seed=1, eval_split=split)
-        expected = eval_problems(build_task(cfg), cfg)
+        expected = KINDS["pretrained"].eval_problems(cfg)
         loaded = load_problems(str(out))
         assert [(p.prompt, p.answer) for p in loaded] == [(p.prompt, p.answer) for p in expected]
         rows[split] = {json.dumps(p.prompt) for p in loaded}

@@ -58,7 +58,7 @@ def test_math_is_the_default_and_the_demo_as_before():
 
 def test_hard_task_cli_and_config():
     from resrl.experiments.command import config_from_args
-    from resrl.experiments.demo import config_from_dict
+    from resrl.experiments.kinds import handoff_config
     from resrl.experiments.layout import config_to_dict
 
     parser = _parser()
@@ -66,7 +66,7 @@ def test_hard_task_cli_and_config():
         cfg = config_from_args(parser.parse_args(argv))
         assert cfg.task_name == "math-hard" and isinstance(cfg.task, ChainTiersConfig)
         assert cfg.is_quick == ("--quick" in argv)
-        back = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))  # what a worker reads
+        back = handoff_config(get_demo_task("math-hard"), json.loads(json.dumps(config_to_dict(cfg))))  # a worker's
         assert back == cfg and type(back.task) is ChainTiersConfig
         task = build_task(cfg)
         assert isinstance(task, ChainTiersTask) and len(task.test) == cfg.task.num_test

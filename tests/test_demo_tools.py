@@ -18,7 +18,7 @@ def _calls(problems) -> list[str]:
 
 
 def test_tools_task_is_registered_with_budgets_that_fit():
-    from resrl.experiments.demo import config_from_dict
+    from resrl.experiments.kinds import handoff_config
     from resrl.experiments.layout import config_to_dict
 
     task = get_demo_task("tools")
@@ -28,7 +28,7 @@ def test_tools_task_is_registered_with_budgets_that_fit():
         cfg = task.config(quick=quick)
         assert cfg.task_name == "tools" and isinstance(cfg.task, ToolCallsConfig) and cfg.is_quick == quick
         assert cfg.algorithms == ("grpo", "w-reinforce", "resrl")
-        back = config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))  # what a worker reads
+        back = handoff_config(task, json.loads(json.dumps(config_to_dict(cfg))))  # what a worker reads
         assert back == cfg and type(back.task) is ToolCallsConfig
         gen = build_task(cfg)
         assert len(gen.test) == cfg.task.num_test

@@ -7,8 +7,14 @@ from pathlib import Path
 import pytest
 
 from resrl.demo.config import DemoConfig
-from resrl.experiments.demo import algorithm_section, run_dir_name, train_config
 from resrl.errors import InputError
+from resrl.experiments.kinds import KINDS
+from resrl.experiments.layout import run_dir_name
+from resrl.train.variants import parse_variant
+
+
+def train_config(cfg, label, output_dir):
+    return KINDS["supervised"].train_config(cfg, label, {}, output_dir)
 
 
 def test_variant_label_sets_the_algorithm_section():
@@ -17,7 +23,8 @@ def test_variant_label_sets_the_algorithm_section():
     assert cfg.algorithm.resrl.rank == 4 and cfg.algorithm.resrl.hidden_alignment == "token"
     plain = train_config(DemoConfig(), "resrl", Path("runs/x"))
     assert plain.algorithm.resrl.rank != 4 and plain.algorithm.resrl.hidden_alignment == "predicting"
-    assert algorithm_section("w-reinforce/wreinforce_lambda=0.5") == {"name": "w-reinforce", "wreinforce_lambda": 0.5}
+    assert parse_variant("w-reinforce/wreinforce_lambda=0.5").algorithm_section() == {"name": "w-reinforce",
+                                                                                      "wreinforce_lambda": 0.5}
     assert run_dir_name("resrl/resrl.rank=4") == "resrl+resrl.rank=4"
 
 
@@ -32,6 +39,6 @@ def test_a_variant_carries_its_own_training_keys():
 
 def test_bad_variant_settings_name_the_key():
     with pytest.raises(InputError, match="key=value"):
-        algorithm_section("resrl/rank")
+        parse_variant("resrl/rank")
     with pytest.raises(InputError, match=r"algorithm\.resrl\.nope"):
         train_config(DemoConfig(), "resrl/resrl.nope=1", Path("runs/x"))

@@ -66,7 +66,9 @@ def corridor(tmp_path_factory):
 
 
 def test_evaluator_gives_todays_play_numbers_on_the_corridor(corridor):
-    from resrl.experiments.steps import play
+    from types import SimpleNamespace
+
+    from resrl.experiments.kinds import play
     from resrl.envs.toy import make_toy_env
     from resrl.eval.steps import evaluate_steps
 
@@ -76,7 +78,8 @@ def test_evaluator_gives_todays_play_numbers_on_the_corridor(corridor):
         now = evaluate_steps(model, tok, games, make_toy_env, {"history_window": 0}, max_steps=8, max_step_tokens=32,
                              **kw)
         assert {k: now[k] for k in PLAY_KEYS} == before  # bit-identical, not approximately
-        assert {k: v for k, v in play(model, tok, games, 0, 8, max_step_tokens=32, **kw).items()
+        shape = SimpleNamespace(history_window=0, max_steps=8, max_step_tokens=32)  # the demo config's fields
+        assert {k: v for k, v in play(model, tok, games, shape, **kw).items()
                 if k in PLAY_KEYS} == before  # the demo's play is the evaluator
     assert 0 < before["success"] < 1 and len(set(before["per_game"])) > 1  # numbers that a changed seed would move
     assert now["pass_at"]["4"] == pytest.approx(now["pass"]) and now["pass_at"]["1"] == pytest.approx(now["success"])

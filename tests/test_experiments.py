@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -37,13 +38,12 @@ def test_one_run_directory_name_for_every_experiment(tmp_path):
 def test_the_handoff_rebuilds_every_demo_tasks_config():
     """What a worker reads back is the config the experiment wrote, for each kind of task config."""
     from resrl.demo.tasks import DEMO_TASKS
-    from resrl.experiments.kinds import experiment_kind
+    from resrl.experiments.kinds import handoff_config
 
     for name, task in DEMO_TASKS.items():
-        kind = experiment_kind(task)
         for quick in (False, True):
-            cfg = kind.config(task, quick=quick)
-            back = kind.config_from_dict(json.loads(json.dumps(config_to_dict(cfg))))
+            cfg = task.config(quick=quick)
+            back = handoff_config(task, json.loads(json.dumps(config_to_dict(cfg))))
             assert back == cfg, name
     from resrl.demo.agents_task import AgentsDemoConfig
 
@@ -123,10 +123,19 @@ def test_run_methods_resumes_only_the_runs_finished_under_the_same_settings(tmp_
 
     assert go(Cfg())["b/x=1"] == {"label": "b/x=1", "lr": 1e-4, "inputs": {"d": 1}}
     assert calls == ["a", "b/x=1"]
-    (run_dir(tmp_path, "b/x=1") / RESULT_FILE).unlink()  # killed before b finished
+    (run_dir(tmp_path, "b/x=1") / RESULT_FILE).unlink()  # killed while b trained, after its checkpoint 2
+    (run_dir(tmp_path, "b/x=1") / "checkpoint-2").mkdir()
+    (run_dir(tmp_path, "b/x=1") / "metrics.jsonl").write_text('{"step": 1}\n{"step": 2}\n')
     calls.clear(), discarded.clear()
     go(Cfg())
     assert calls == ["b/x=1"] and discarded == ["b/x=1"] and said[-1] == "already done (kept): a"
+    # its checkpoint and its log stay for its run_one to resume from (the trainer trims the log to it)
+    assert (run_dir(tmp_path, "b/x=1") / "checkpoint-2").is_dir() and (run_dir(tmp_path, "b/x=1") / "metrics.jsonl").is_file()
+    go(replace(Cfg(), lr=2e-4))  # another experiment: another's checkpoint is not resumed
+    assert not (run_dir(tmp_path, "b/x=1") / "checkpoint-2").exists()
+    assert not (run_dir(tmp_path, "b/x=1") / "metrics.jsonl").exists()
+    go(Cfg())
+    calls.clear(), discarded.clear()
     # killed while evaluating b: its trained.json (and everything beside it) is kept for its run_one
     (run_dir(tmp_path, "b/x=1") / RESULT_FILE).unlink()
     (run_dir(tmp_path, "b/x=1") / TRAINED_FILE).write_text("{}")
@@ -148,3 +157,93 @@ def test_run_methods_resumes_only_the_runs_finished_under_the_same_settings(tmp_
     calls.clear()
     run_methods(tmp_path, "t", Cfg(lr=3e-4), ("a", "b/x=1"), one, 1, inputs={"d": 2})  # resume off: reruns
     assert calls == ["a", "b/x=1"]
+
+
+# -- an experiment killed in the middle of an RL run ------------------------------------------------------
+
+_KILL_AFTER_CHECKPOINT = """
+import json, os, signal, sys
+from transformers import TrainerCallback
+import resrl.train.runner as runner
+from resrl.demo.tasks import get_demo_task
+from resrl.experiments.kinds import handoff_config
+from resrl.experiments.pipeline import run_experiment
+
+class KillAfter(TrainerCallback):  # SIGKILL right after checkpoint STEP is published: nothing else runs
+    def on_save(self, args, state, control, **kwargs):
+        if state.global_step == int(sys.argv[1]):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+real = runner.run_training
+def run_training(config, **kwargs):
+    kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), KillAfter()]
+    return real(config, **kwargs)
+runner.run_training = run_training
+run_experiment(handoff_config(get_demo_task("math"), json.loads(sys.argv[2])), workers=1)
+"""
+
+
+def _kill_test_config(out):
+    from dataclasses import replace
+
+    from resrl.demo.config import DemoConfig
+
+    quick = DemoConfig.quick()
+    return replace(quick, out=str(out), seed=1, algorithms=("resrl",), warm=replace(quick.warm, max_steps=25),
+                   rl=replace(quick.rl, save_steps=2), eval=replace(quick.eval, n=2, ks=None), omega_problems=4)
+
+
+def _untimed(obj):
+    """result.json / summary.json without what a clock or the output directory decides."""
+    if isinstance(obj, dict):
+        return {k: _untimed(v) for k, v in obj.items()
+                if k not in ("out", "timings", "workers") and "time" not in k and "seconds" not in k
+                and "per_second" not in k}
+    if isinstance(obj, list):
+        return [_untimed(v) for v in obj]
+    return obj
+
+
+@pytest.mark.slow
+def test_an_experiment_killed_mid_training_resumes_from_its_checkpoint_to_the_same_result(tmp_path, monkeypatch):
+    """`resrl demo` killed (SIGKILL) right after checkpoint 4 of a 6-step RL run: the same experiment
+    run again keeps its start, resumes the run from that checkpoint through the trainer's exact resume,
+    and ends with the result.json (every logged step, the evaluation) and summary.json of a run never
+    killed."""
+    import subprocess
+    import sys
+
+    from resrl.engines.trl import ResRLTrainer
+    from resrl.experiments.layout import config_to_dict, jsonable
+    from resrl.experiments.pipeline import run_experiment
+
+    loaded, real_loaded = [], ResRLTrainer.checkpoint_loaded
+
+    def checkpoint_loaded(self, path):  # the trainer's own resume hook: which checkpoint it continued from
+        loaded.append(Path(path).name)
+        return real_loaded(self, path)
+
+    monkeypatch.setattr(ResRLTrainer, "checkpoint_loaded", checkpoint_loaded)
+
+    whole = _kill_test_config(tmp_path / "whole")
+    run_experiment(whole, workers=1)
+    killed = _kill_test_config(tmp_path / "killed")
+    proc = subprocess.run([sys.executable, "-c", _KILL_AFTER_CHECKPOINT, "4", json.dumps(config_to_dict(killed))],
+                          capture_output=True, text=True, timeout=600)
+    run = tmp_path / "killed" / "resrl"
+    # the kill really happened right after checkpoint 4: killed by the signal, checkpoint 4 complete, no
+    # later one, the training not finished (no trained.json, no model), 4 steps logged
+    assert proc.returncode == -9, proc.stderr[-3000:]
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == ["checkpoint-2", "checkpoint-4"]
+    assert (run / "checkpoint-4" / "trainer_state.json").is_file()
+    assert not (run / "trained.json").exists() and not (run / "result.json").exists() and not (run / "model").exists()
+    assert len((run / "metrics.jsonl").read_text().splitlines()) == 4
+    assert loaded == []  # the uninterrupted run resumed nothing
+    summary = run_experiment(killed, workers=1)
+    trained = json.loads((run / "trained.json").read_text())
+    assert loaded == ["checkpoint-4"] and trained["resumed_from"] == 4  # resumed, not trained again from step 0
+    assert not list(run.glob("checkpoint-*"))  # the finished run's checkpoints are gone
+    assert [m["step"] for m in trained["metrics"] if "loss" in m] == [1, 2, 3, 4, 5, 6]
+    assert _untimed(json.loads((run / "result.json").read_text())) == _untimed(
+        json.loads((tmp_path / "whole" / "resrl" / "result.json").read_text()))
+    assert _untimed(jsonable(summary)) == _untimed(json.loads((tmp_path / "whole" / "summary.json").read_text()))

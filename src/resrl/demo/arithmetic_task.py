@@ -1,6 +1,6 @@
 """The pretrained-model demo task (`resrl demo --task smollm2-arithmetic`): short additions asked of
 SmolLM2-135M-Instruct in its chat template, answered in `\\boxed{}`, scored by the math family's
-verifier (Math-Verify). Run by the pretrained experiment, `resrl.experiments.pretrained`.
+verifier (Math-Verify). Run by the pretrained experiment kind (`resrl.experiments.kinds.PretrainedKind`).
 
     problem   "What is 7 + 58? Put the result in \\boxed{}."  (a user message; the model's chat template)
     answer    "65"
@@ -166,7 +166,7 @@ PRETRAINED_ALGORITHMS = ("grpo", "resrl", "resrl/resrl.pos_scale=1.0", "resrl/re
 
 @dataclass
 class PretrainedDemoConfig:
-    """The pretrained-model demo's settings (`resrl.experiments.pretrained`).
+    """The pretrained-model demo's settings (the pretrained kind, `resrl.experiments.kinds.PretrainedKind`).
 
     model_dir   where SmolLM2-135M-Instruct is converted once (`resrl convert-smollm2`), shared by
                 every seed and grid point; each run's OUT/warm_start links to it
@@ -187,7 +187,7 @@ class PretrainedDemoConfig:
     eval        16 samples per problem at the training temperature, 48 new tokens, the chat template
     reuse_training  OUT of an earlier experiment: a method whose run finished there with the same
                 training (same label, train config, task, seed and start) is evaluated from that
-                run's model instead of trained again (`resrl.experiments.demo.reusable_training`).
+                run's model instead of trained again (`resrl.experiments.method.reusable_training`).
                 `resrl demo --grid` sets it to OUT/dev for the first seed: the chosen runs of the dev
                 phase are that seed's runs, only the split they are evaluated on differs
     """

@@ -51,8 +51,9 @@ class DemoTask:
     target: Callable = chain_target
     describe: Callable = None  # (task_config) -> str; None: `describe_chain`
     alphabet: str = "0123456789+="
-    # the experiment that runs it (resrl.experiments.kinds): "supervised" (a generated-problem task, supervised
-    # warm start, single-turn RL) or "steps" (behaviour cloning, step-layout RL and evaluation)
+    # the experiment kind that runs it (a key of resrl.experiments.kinds.KINDS): "supervised" (a generated-problem
+    # task, supervised warm start, single-turn RL), "steps" (behaviour cloning, step-layout RL and evaluation) or
+    # "pretrained" (a pretrained model is the start)
     experiment: str = "supervised"
 
     def description(self, task_config) -> str:
@@ -213,7 +214,7 @@ def _register_code() -> None:
 _register_code()
 
 
-# -- agents: the step layout (resrl.demo.agents_task, run by resrl.experiments.steps) ---------------
+# -- agents: the step layout (resrl.demo.agents_task, run by the steps kind) ------------------
 
 def _agents_config(quick: bool = False):
     from resrl.demo.agents_task import AgentsDemoConfig
@@ -234,23 +235,7 @@ register_demo_task(DemoTask(
             "held-out (length, goal) tasks; algorithms grpo,gigpo,empg,resrl by default"))
 
 
-# -- webshop: WebShop-format shopping in the step layout (resrl.demo.webshop_task, run by resrl.experiments.steps)
-
-def _register_webshop() -> None:
-    from resrl.demo.webshop_task import WebShopDemoConfig, webshop_config
-
-    register_demo_task(DemoTask(
-        name="webshop", title="WebShop-format shopping (step layout)", config=webshop_config,
-        config_type=WebShopDemoConfig, experiment="steps",
-        summary="WebShop-format shopping on a small generated catalog (search, results, item page, options, buy "
-                "now; WebShop's score as reward): held-out goals ask for products no training goal does; "
-                "algorithms grpo,gigpo,empg,resrl by default"))
-
-
-_register_webshop()
-
-
-# -- smollm2-arithmetic: a pretrained LM (resrl.demo.arithmetic_task, run by resrl.experiments.pretrained)
+# -- smollm2-arithmetic: a pretrained LM (resrl.demo.arithmetic_task, run by the pretrained kind)
 
 def _register_arithmetic() -> None:
     from resrl.demo.arithmetic_task import (ArithmeticConfig, ArithmeticTask, arithmetic_config, arithmetic_reward,

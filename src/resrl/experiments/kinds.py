@@ -29,9 +29,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from resrl.errors import InputError
-from resrl.experiments.method import EvalResult, HELD_OUT, eval_dir, evaluate, split_label, train, training_config
-
-START = "warm start"  # the start's policy name in summary.json, whatever the kind (what --seeds pairs with)
+from resrl.experiments.method import START, EvalResult, eval_dir, evaluate, split_label, train, training_config
 
 
 @dataclass
@@ -226,6 +224,8 @@ class SupervisedKind(GeneratedKind):
         with _quiet(exp):
             model.save_pretrained(exp.out / "warm_start")
             tokenizer.save_pretrained(exp.out / "warm_start")
+        # its evaluation records name the model they score: the saved one, as a resumed experiment loads it
+        model.config.name_or_path = str(exp.out / "warm_start")
         exp.summary["warm_start"] = {"steps": ws["steps"], "dev_accuracy": ws["dev_accuracy"],
                                      "final_loss": ws["losses"][-1] if ws["losses"] else None}
         last = f", dev greedy {ws['dev_accuracy'][-1][1]:.0%}" if ws["dev_accuracy"] else ""
@@ -510,7 +510,7 @@ def kind_of(task_or_cfg) -> ExperimentKind:
                          f"(choose from {sorted(KINDS)})") from None
 
 
-def config_from_dict(task, data: dict):
+def handoff_config(task, data: dict):
     """A demo task's experiment config back from its JSON (the worker handoff): the task's config type
     (`task.config`'s), its `task` section the task's own shape (`task.config_type`)."""
     from resrl.experiments.layout import config_from_dict as from_dict
@@ -518,5 +518,5 @@ def config_from_dict(task, data: dict):
     return from_dict(type(task.config(quick=False)), data, sections={"task": task.config_type})
 
 
-__all__ = ["config_from_dict", "START", "Start", "ExperimentKind", "GeneratedKind", "SupervisedKind", "PretrainedKind", "StepsKind",
+__all__ = ["handoff_config", "START", "Start", "ExperimentKind", "GeneratedKind", "SupervisedKind", "PretrainedKind", "StepsKind",
            "KINDS", "kind_of", "ensure_base_model", "link_start", "format_metrics", "play", "paired"]

@@ -37,6 +37,7 @@ from resrl.eval.runner import EvalConfig
 from resrl.experiments.layout import (HANDOFF_FILE, RESULT_FILE, TRAINED_FILE, config_to_dict, read_handoff,
                                       run_dir, run_dir_name, write_json_atomic)
 
+START = "warm start"  # the start's policy name in summary.json, whatever the kind (what --seeds pairs with)
 HELD_OUT = "held-out split"  # the benchmark name of an evaluation on the held-out split (records, plots)
 DEV_SPLIT = "dev split"      # ... on the dev split where `--grid` chooses (records before 0.3 say HELD_OUT)
 WARM_CHECK = "warm-start check"  # the supervised warm start's greedy stopping check (never written to disk)
@@ -157,15 +158,12 @@ def link_reused(cfg, label: str, source: Path) -> dict:
     return done
 
 
-def run_one(cfg, label: str, inputs: dict, exp=None) -> dict:
+def run_one(cfg, label: str, inputs: dict, kind, exp=None) -> dict:
     """One method's run (the worker protocol's job, `resrl.experiments.workers`): its training by
-    the experiment's kind (reused from `cfg.reuse_training`, kept from OUT/<run>/trained.json, or
+    its experiment kind `kind` (reused from `cfg.reuse_training`, kept from OUT/<run>/trained.json, or
     trained, resuming from a checkpoint), then the kind's evaluation of OUT/<run>/model. `exp`: the
     experiment in this process (its display and log), None in a worker. Returns result.json's dict:
     {"metrics", "rl_seconds", "resrl_mode", "result" (the policy's summary entry), "eval_seconds"}."""
-    from resrl.experiments.kinds import kind_of
-
-    kind = kind_of(cfg)
     here = run_dir(cfg.out, label)
     here.mkdir(parents=True, exist_ok=True)
     say = exp.display.say if exp is not None else (lambda line: None)
@@ -286,6 +284,6 @@ def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalC
     return summary["benchmarks"][WARM_CHECK]["avg@1"]
 
 
-__all__ = ["HELD_OUT", "DEV_SPLIT", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
+__all__ = ["START", "HELD_OUT", "DEV_SPLIT", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
            "reusable_training", "link_reused", "eval_dir", "split_label", "greedy_config", "evaluate",
            "greedy_accuracy", "run_evaluation"]

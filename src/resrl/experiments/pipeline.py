@@ -45,7 +45,7 @@ class Experiment:
         return Path(self.cfg.out)
 
 
-def check_methods(cfg, workers: int | None) -> int:
+def check_methods(cfg, kind: ExperimentKind, workers: int | None) -> int:
     """Before anything runs: every method is a registry algorithm whose variant settings make a valid
     training config, `workers` (None: `method_workers`) is >= 1; returns the workers to use (at most
     one per method) and sets this process's torch threads (process-wide: the demo is its own process)."""
@@ -58,7 +58,6 @@ def check_methods(cfg, workers: int | None) -> int:
     if unknown or not cfg.algorithms:
         raise InputError(f"--algorithms: unknown {unknown} (choose from {sorted(ALGORITHMS)}, "
                          "optionally with /key=value settings)")
-    kind = kind_of(cfg)
     inputs = {"data_path": "train.jsonl", "test_games": []}  # placeholders: only the settings are checked
     for algo in cfg.algorithms:  # a bad variant setting fails here
         kind.train_config(cfg, algo, inputs, Path(cfg.out) / run_dir_name(algo))
@@ -97,8 +96,9 @@ def run_experiment(cfg, workers: int | None = None) -> dict:
                                                    split_title)
     from resrl.experiments.workers import run_methods
 
-    workers = check_methods(cfg, workers)
-    task, kind = get_demo_task(cfg.task_name), kind_of(cfg)
+    task = get_demo_task(cfg.task_name)
+    kind = kind_of(task)
+    workers = check_methods(cfg, kind, workers)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
     log_path = out / "demo.log"
@@ -151,7 +151,7 @@ def run_experiment(cfg, workers: int | None = None) -> dict:
         def one(cfg_, label: str, inputs: dict) -> dict:  # in this process: its bars, its log
             from resrl.experiments.method import run_one
 
-            return run_one(cfg_, label, inputs, exp)
+            return run_one(cfg_, label, inputs, kind, exp)
 
         t1 = time.perf_counter()
         results = run_methods(out, cfg.task_name, cfg, cfg.algorithms, one, workers, inputs=start.inputs,

@@ -160,17 +160,18 @@ def worker_main(out: str | Path, label: str) -> int:
     import torch
 
     from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.kinds import config_from_dict
+    from resrl.experiments.kinds import handoff_config, kind_of
     from resrl.experiments.method import run_one
 
     out = Path(out)
     handoff = read_handoff(out)
-    cfg = config_from_dict(get_demo_task(handoff["task"]), handoff["config"])
+    task = get_demo_task(handoff["task"])
+    cfg = handoff_config(task, handoff["config"])
     if label not in cfg.algorithms:
         raise ValueError(f"--worker-run {label!r}: not one of {list(cfg.algorithms)} in {out}")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    write_result(out, label, run_one(cfg, label, handoff["inputs"]))
+    write_result(out, label, run_one(cfg, label, handoff["inputs"], kind_of(task)))
     return 0
 
 

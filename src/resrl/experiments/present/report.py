@@ -202,7 +202,7 @@ def pretrained_report(exp, summary: dict, plots: bool = True) -> list[Path]:
     """report.md (accuracy, format, accuracy among formatted, Pass@k per policy), training.png (the
     per-step training curves), passk.png."""
     from resrl.eval.plots import plot_passk
-    from resrl.experiments.kinds import START
+    from resrl.experiments.method import START
     from resrl.experiments.present.plots import plot_training_curves
 
     out, cfg = exp.out, exp.cfg
@@ -256,7 +256,7 @@ def pretrained_report(exp, summary: dict, plots: bool = True) -> list[Path]:
 
 def steps_report(exp, summary: dict, plots: bool = True) -> list[Path]:
     """report.md and training_success.png (training success and invalid-format rate per round)."""
-    from resrl.experiments.kinds import START
+    from resrl.experiments.method import START
     from resrl.experiments.present.plots import plot_training_success
 
     out, cfg = exp.out, exp.cfg
