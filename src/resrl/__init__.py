@@ -7,6 +7,11 @@ rollout (engines/) -> reward (rewards/) -> advantage (core/advantages.py)
 
 __version__ = "0.2.0"
 
+# old import paths of moved modules fail with an ImportError that names the new path (CHANGELOG.md)
+from resrl import _moved  # noqa: E402
+
+_moved.install()
+
 # The TRL engine's public names, imported on first use: `import resrl` stays free of torch / trl.
 _LAZY = {"ResRLTrainer": "resrl.engines.trl", "ResRLGRPOConfig": "resrl.engines.trl_config"}
 __all__ = ["__version__", *_LAZY]

@@ -195,5 +195,13 @@ def data_name(path: Path | PackagedFile) -> str:
     return Path(name).stem
 
 
+def __getattr__(name: str):
+    """A name that left this module in 0.2.0 (`load_problems`, `load_benchmarks`, `row_to_problem`, now
+    in resrl.tasks.data): an ImportError naming its new path (resrl._moved)."""
+    from resrl._moved import moved_name
+
+    raise moved_name(__name__, name)
+
+
 __all__ = ["Problem", "BENCHMARKS", "DATA_DIR_ENV", "PackagedFile", "candidate_data_dirs", "default_data_dir",
            "resolve_data_path", "iter_rows", "generic_row_to_problem", "data_name"]

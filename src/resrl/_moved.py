@@ -1,0 +1,108 @@
+"""Old import paths of public modules and names that moved (CHANGELOG.md lists each move).
+
+For one minor version after a move, importing an old path raises an `ImportError` that names the new
+path, instead of Python's bare "No module named ...": `import resrl.rewards.code` says
+"resrl.rewards.code moved to resrl.tasks.code.reward in resrl 0.2.0 (CHANGELOG.md)". A module is
+caught by a finder placed last on `sys.meta_path` (asked only after every real finder failed, and
+only for the names below); a name inside a module that still exists by that module's
+`__getattr__` (`moved_name`). Nothing is re-exported: the new path is the only one that works.
+"""
+
+from __future__ import annotations
+
+import sys
+
+UNRELEASED = "unreleased"
+# old module -> (where it went, the version that moved it); a package's submodules follow it
+MOVED_MODULES: dict[str, tuple[str, str]] = {
+    "resrl.rewards.registry": ("resrl.tasks.rewards", "0.2.0"),
+    "resrl.envs.agents": ("resrl.tasks.envs", "0.2.0"),
+    "resrl.rewards.math": ("resrl.tasks.math.reward", "0.2.0"),
+    "resrl.rewards.code": ("resrl.tasks.code.reward", "0.2.0"),
+    "resrl.rewards.sandbox": ("resrl.tasks.code.sandbox.runner", "0.2.0"),
+    "resrl.rewards.memory_cgroup": ("resrl.tasks.code.sandbox.memory_cgroup", "0.2.0"),
+    "resrl.rewards.code_harness": ("resrl.tasks.code.sandbox.code_harness", "0.2.0"),
+    "resrl.rewards.code_harness_modes": ("resrl.tasks.code.sandbox.code_harness_modes", "0.2.0"),
+    "resrl.rewards.code_values": ("resrl.tasks.code.sandbox.code_values", "0.2.0"),
+    "resrl.rewards.code_tests": ("resrl.tasks.code.sandbox.code_tests", "0.2.0"),
+    "resrl.data.code": ("resrl.tasks.code.data", "0.2.0"),
+    "resrl.data.humanevalplus": ("resrl.tasks.code.humanevalplus", "0.2.0"),
+    "resrl.rewards.reasoning_gym": ("resrl.tasks.reasoning_gym.reward", "0.2.0"),
+    "resrl.data.reasoning_gym": ("resrl.tasks.reasoning_gym.data", "0.2.0"),
+    "resrl.rewards.tools": ("resrl.tasks.tools.parsing, resrl.tasks.tools.bfcl_match and resrl.tasks.tools.reward",
+                            "0.2.0"),
+    "resrl.data.tools": ("resrl.tasks.tools.data", "0.2.0"),
+    "resrl.data.bfcl": ("resrl.tasks.tools.bfcl_data", "0.2.0"),
+    "resrl.envs.bfcl": ("resrl.tasks.tools.bfcl_env", "0.2.0"),
+    "resrl.eval.bfcl": ("resrl.tasks.tools.evaluate", "0.2.0"),
+    "resrl.envs.alfworld": ("resrl.tasks.alfworld", "0.2.0"),
+    "resrl.data.alfworld": ("resrl.tasks.alfworld.data", "0.2.0"),
+    "resrl.eval.alfworld": ("resrl.tasks.alfworld.evaluate", "0.2.0"),
+    "resrl.eval.jobs": ("resrl.experiments.jobs", "0.2.0"),
+    "resrl.eval.compare": ("resrl.experiments.compare", "0.2.0"),
+    "resrl.demo.command": ("resrl.experiments.command", "0.2.0"),
+    "resrl.demo.seeds": ("resrl.experiments.seeds", "0.2.0"),
+    "resrl.demo.run": ("resrl.experiments.pipeline", "0.2.0"),
+    "resrl.demo.pipeline": ("resrl.experiments.pipeline", "0.2.0"),
+    "resrl.demo.parallel": ("resrl.experiments.workers", "0.2.0"),
+    "resrl.demo.warmstart": ("resrl.experiments.warmstart", "0.2.0"),
+    # not released yet (CHANGELOG.md, "Unreleased"): one experiment pipeline for every kind
+    "resrl.experiments.demo": ("resrl.experiments.pipeline, resrl.experiments.kinds and resrl.experiments.method",
+                               UNRELEASED),
+    "resrl.experiments.steps": ("resrl.experiments.kinds (StepsKind)", UNRELEASED),
+    "resrl.experiments.pretrained": ("resrl.experiments.kinds (PretrainedKind)", UNRELEASED),
+    "resrl.demo.evaluate": ("resrl.experiments.method", UNRELEASED),
+    "resrl.demo.display": ("resrl.experiments.present.display", UNRELEASED),
+    "resrl.demo.report": ("resrl.experiments.present.report", UNRELEASED),
+    "resrl.demo.plots": ("resrl.experiments.present.plots", UNRELEASED),
+    "resrl.demo.weights": ("resrl.experiments.present.omega", UNRELEASED),
+}
+
+# (module that stays, name that left it) -> (where the name went, the version that moved it)
+MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
+    ("resrl.data.loaders", "load_problems"): ("resrl.tasks.data.load_problems", "0.2.0"),
+    ("resrl.data.loaders", "load_benchmarks"): ("resrl.tasks.data.load_benchmarks", "0.2.0"),
+    ("resrl.data.loaders", "row_to_problem"): ("resrl.tasks.data.row_to_problem", "0.2.0"),
+}
+
+
+def _message(old: str, new: str, version: str) -> str:
+    when = "after resrl 0.2.0" if version == UNRELEASED else f"in resrl {version}"
+    return f"{old} moved to {new} {when} (CHANGELOG.md lists every move); import it from there"
+
+
+def moved_module(fullname: str) -> tuple[str, str] | None:
+    """(new path, version) for a moved module or a submodule of a moved package, else None."""
+    for old, (new, version) in MOVED_MODULES.items():
+        if fullname == old:
+            return new, version
+        if fullname.startswith(old + "."):
+            return new + fullname[len(old):], version
+    return None
+
+
+class MovedFinder:
+    """Last on `sys.meta_path`: a module no real finder found, and that moved, is one clear error."""
+
+    @staticmethod
+    def find_spec(fullname, path=None, target=None):
+        moved = moved_module(fullname)
+        if moved is None:
+            return None
+        raise ModuleNotFoundError(_message(fullname, *moved), name=fullname)
+
+
+def moved_name(module: str, name: str) -> Exception:
+    """What `module.__getattr__(name)` raises: an ImportError naming the new path for a name that
+    moved, else the usual AttributeError."""
+    if (module, name) in MOVED_NAMES:
+        return ImportError(_message(f"{module}.{name}", *MOVED_NAMES[module, name]), name=module)
+    return AttributeError(f"module {module!r} has no attribute {name!r}")
+
+
+def install() -> None:
+    if not any(isinstance(f, MovedFinder) for f in sys.meta_path):
+        sys.meta_path.append(MovedFinder())
+
+
+__all__ = ["MOVED_MODULES", "MOVED_NAMES", "MovedFinder", "moved_module", "moved_name", "install"]
