@@ -285,7 +285,7 @@ def test_field_descriptions_read_comments_above_trailing_and_docstring_tables(tm
 # (not a part of a longer path or URL: `verl-agent/examples/…` is another project's file).
 _REPO_PATH = re.compile(r"(?<![\w./~$:-])((?:src|configs|scripts|benchmarks|examples|tests|docs)/[\w./{},*<>-]*)")
 # A source file named inside src/resrl, in backticks: `core/loss.py`, `engines/rules.py`.
-_PACKAGE_FILE = re.compile(r"`((?:core|engines|train|eval|demo|diagnose|rewards|data|envs|models|tasks)/[\w/{},-]*\.py)`")
+_PACKAGE_FILE = re.compile(r"`((?:core|engines|train|eval|demo|diagnose|rewards|data|envs|models|tasks|experiments)/[\w/{},-]*\.py)`")
 # The worked example of a new family in development.md names files that do not exist yet.
 _HYPOTHETICAL = ("/sudoku", "test_sudoku.py", "sorting_task.py", "test_demo_sorting.py")  # development.md's examples
 
@@ -319,9 +319,10 @@ def _deprecated_shim(file: Path) -> bool:
 
 
 def stale_paths(root: Path) -> list[str]:
-    """Every path README.md and docs/**/*.md name that does not exist in `root`, or that names a
-    deprecated shim module (moved, kept for one release) instead of where the code lives now."""
-    pages = [root / "README.md", *sorted((root / "docs").rglob("*.md"))]
+    """Every path README.md, CHANGELOG.md and docs/**/*.md name that does not exist in `root`, or that
+    names a deprecated shim module (moved, kept for one release) instead of where the code lives now."""
+    pages = [root / "README.md", *[root / "CHANGELOG.md"] * (root / "CHANGELOG.md").is_file(),
+             *sorted((root / "docs").rglob("*.md"))]
     stale = []
     for page in pages:
         for number, path in named_paths(page.read_text(encoding="utf-8")):
@@ -337,22 +338,18 @@ def stale_paths(root: Path) -> list[str]:
 
 
 _DOTTED = re.compile(r"(?<![\w.])(resrl(?:\.\w+){2,})")
-# the page whose table lists the 0.1 module names (first column) and where they moved
-_MIGRATION_TABLE = "docs/development.md"
 
 
 def stale_module_names(root: Path) -> list[str]:
     """Dotted names under a subpackage (`resrl.tasks.code.reward`, `resrl.train.run_training`) that
     name no module or no name in the module they point into, or that point into a deprecated shim
-    (the old names in the first column of the migration table excepted). Config keys such as
-    `resrl.hidden_alignment` are not module names."""
+    (the old names are in CHANGELOG.md, which this does not read: tests/test_moved.py checks its new
+    names). Config keys such as `resrl.hidden_alignment` are not module names."""
     src = root / "src"
     stale = []
     for page in [root / "README.md", *sorted((root / "docs").rglob("*.md"))]:
         relative = str(page.relative_to(root))
         for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
-            if relative == _MIGRATION_TABLE and line.startswith("| `resrl."):
-                line = "|".join(line.split("|")[2:])  # the old (0.1) name is the first cell
             for match in _DOTTED.finditer(line):
                 parts = match.group(1).split(".")
                 if not (src / "resrl" / parts[1]).is_dir() or "sudoku" in parts:  # development.md's example
@@ -427,3 +424,21 @@ def test_the_built_site_prints_no_escaped_pipe_in_a_table(site):
     offenders = [str(p.relative_to(site)) for p in site.rglob("*.html")
                  if re.search(r"<td>(?:(?!</td>).)*\\\|", p.read_text(encoding="utf-8"), re.DOTALL)]
     assert not offenders, f"pages printing a literal \\| in a table cell: {offenders}"
+
+
+def test_the_docs_name_the_experiment_engine_every_kind_and_every_demo_task():
+    """README names the experiment engine's folder; docs/demo.md and docs/development.md name every
+    experiment kind (`resrl.experiments.kinds.KINDS`, by key and class) and docs/demo.md every demo
+    task: a kind or task added without its docs, or a list of kinds gone stale, fails here."""
+    from resrl.demo.tasks import DEMO_TASKS
+    from resrl.experiments.kinds import KINDS
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "`src/resrl/experiments/`" in readme
+    demo, development = ((ROOT / "docs" / page).read_text(encoding="utf-8") for page in ("demo.md", "development.md"))
+    for key, kind in KINDS.items():
+        for page, text in (("docs/demo.md", demo), ("docs/development.md", development)):
+            assert f"`{key}`" in text and type(kind).__name__ in text, f"{page} does not name the kind {key!r}"
+    for name, task in DEMO_TASKS.items():
+        assert f"`{name}`" in demo or f"--task {name}" in demo, f"docs/demo.md does not name the task {name!r}"
+        assert task.experiment in KINDS
