@@ -22,8 +22,7 @@ from pathlib import Path
 
 from resrl.errors import InputError
 from resrl.experiments.kinds import START, ExperimentKind, Start, kind_of
-from resrl.experiments.layout import (HANDOFF_FILE, config_to_dict, jsonable, read_handoff, read_result, run_dir,
-                                      run_dir_name, write_json_atomic)
+from resrl.experiments.layout import HANDOFF_FILE, jsonable, read_handoff, read_result, run_dir, write_json_atomic
 
 START_FILE = "start.json"  # OUT/start.json: the start phase finished (its summary fields and inputs)
 
@@ -47,12 +46,13 @@ class Experiment:
 
 def check_methods(cfg, kind: ExperimentKind, workers: int | None) -> int:
     """Before anything runs: every method is a registry algorithm whose variant settings make a valid
-    training config, `workers` (None: `method_workers`) is >= 1; returns the workers to use (at most
-    one per method) and sets this process's torch threads (process-wide: the demo is its own process)."""
+    training config, `workers` (None: one per method up to the CPUs, 1 with --quick:
+    `jobs.default_workers`) is >= 1; returns the workers to use (at most one per method) and sets this
+    process's torch threads (process-wide: the demo is its own process)."""
     import torch
 
     from resrl.core.registry import ALGORITHMS
-    from resrl.experiments.workers import method_workers
+    from resrl.experiments.jobs import default_workers
 
     unknown = [a for a in cfg.algorithms if a.split("/")[0] not in ALGORITHMS]
     if unknown or not cfg.algorithms:
@@ -60,8 +60,8 @@ def check_methods(cfg, kind: ExperimentKind, workers: int | None) -> int:
                          "optionally with /key=value settings)")
     inputs = {"data_path": "train.jsonl", "test_games": []}  # placeholders: only the settings are checked
     for algo in cfg.algorithms:  # a bad variant setting fails here
-        kind.train_config(cfg, algo, inputs, Path(cfg.out) / run_dir_name(algo))
-    workers = method_workers(cfg) if workers is None else workers
+        kind.train_config(cfg, algo, inputs, Path(cfg.out))
+    workers = default_workers(len(cfg.algorithms), quick=cfg.is_quick) if workers is None else workers
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
     if cfg.threads:
@@ -85,7 +85,7 @@ def _kept_start(out: Path, cfg) -> dict | None:
 def run_experiment(cfg, workers: int | None = None) -> dict:
     """One seed, end to end (see the module docstring); returns the summary written to OUT/summary.json.
 
-    workers: processes for the methods' runs (None: `method_workers`). With 1 every phase runs in
+    workers: processes for the methods' runs (None: `check_methods`'s default). With 1 every phase runs in
     this process, one after the other. With more, once the start is saved, each method's run is a
     worker process (`resrl.experiments.workers`, one torch thread each) while this process evaluates
     the start. Each run seeds itself and loads its start from disk, so every number is the same

@@ -31,14 +31,6 @@ from resrl.experiments.layout import (RESULT_FILE, TRAINED_FILE, WORKER_LOG, rea
 RunOne = Callable[[object, str, dict], dict]
 
 
-def method_workers(cfg) -> int:
-    """Worker processes for an experiment's method runs when `--workers` is not given: one per method up
-    to the CPUs, 1 with --quick (`jobs.default_workers`); any config with `algorithms` and `is_quick`."""
-    from resrl.experiments.jobs import default_workers as jobs_default
-
-    return jobs_default(len(cfg.algorithms), quick=cfg.is_quick)
-
-
 def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run_one: RunOne, workers: int, *,
                 inputs: dict | None = None, say: Callable[[str], None] | None = None,
                 on_poll: Callable[[], None] | None = None, while_waiting: Callable[[], None] | None = None,
@@ -175,4 +167,4 @@ def worker_main(out: str | Path, label: str) -> int:
     return 0
 
 
-__all__ = ["method_workers", "run_methods", "same_experiment", "worker_main"]
+__all__ = ["run_methods", "same_experiment", "worker_main"]
