@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -44,24 +45,25 @@ class Start:
     tokenizer: object = None
 
 
-class ExperimentKind:
+class ExperimentKind(ABC):
     """The surface the pipeline uses (see the module docstring); a subclass fills it."""
 
     name: str = ""
     # the command line's shared options -> the config field they set (dotted: a nested section)
     settings: dict = {"rl_steps": "rl.steps", "lr": "rl.learning_rate", "eval_samples": "eval.n"}
-    title_model: str = "a tiny Qwen3 model"
+    title_model: str = "a tiny Qwen3 model"  # what the console's first line says is trained
     default_out: str | None = None  # the output directory when --out is not given (None: runs/demo)
 
     def has_dev_split(self, cfg) -> bool:
         return True
 
+    @abstractmethod
     def start(self, exp) -> Start:
-        raise NotImplementedError
+        """Make the start every method trains from, save it to OUT/warm_start, fill its summary fields."""
 
+    @abstractmethod
     def base_config(self, cfg, inputs: dict) -> dict:
         """The methods' `resrl train` sections (the method's algorithm and output directory aside)."""
-        raise NotImplementedError
 
     def train_config(self, cfg, label: str, inputs: dict, output_dir: Path):
         return training_config(self.base_config(cfg, inputs), label, output_dir, self.save_steps(cfg),
@@ -89,22 +91,29 @@ class ExperimentKind:
 
         with _quiet(exp):
             done = train(config, Path(cfg.out) / "warm_start", here, dataset, reward, on_log)
-        if done["resumed_from"] is not None and display is not None:
-            display.say(f"RL {label}: resumed from its checkpoint at step {done['resumed_from']}")
         if bar is not None:
-            done["rl_seconds"] = display.done(bar)
+            resumed = done["resumed_from"]
+            display.done(bar, info=f"resumed from its checkpoint at step {resumed}" if resumed is not None else "")
         return done
 
+    @abstractmethod
     def evaluate(self, cfg, policy: str, model_dir: Path, inputs: dict, exp=None, start: Start | None = None) -> dict:
         """A policy's summary entry (JSON), its records in OUT/eval/<policy> where it has records."""
-        raise NotImplementedError
+
+    def evaluate_start(self, exp, start: Start) -> dict:
+        """The start's own evaluation (while the methods run); its summary entry."""
+        t0 = time.perf_counter()
+        res = self.evaluate(exp.cfg, START, start.dir, start.inputs, exp, start)
+        exp.timings[f"evaluate {START}"] = time.perf_counter() - t0
+        return res
 
     def entry(self, summary: dict, policy: str, result: dict) -> dict:
         """A method's summary entry from its result.json."""
         return {**result["result"], "rl_seconds": result["rl_seconds"], "resrl_mode": result["resrl_mode"]}
 
+    @abstractmethod
     def report(self, exp, summary: dict, plots: bool = True) -> list[Path]:
-        raise NotImplementedError
+        """OUT/report.md and the plots (unless `plots` is False); their paths."""
 
 
 def _quiet(exp):
@@ -238,9 +247,7 @@ class SupervisedKind(GeneratedKind):
         from resrl.demo.tasks import build_task
         from resrl.experiments.present.omega import analyse_omega
 
-        t0 = time.perf_counter()
-        res = self.evaluate(exp.cfg, START, start.dir, {}, exp, start)
-        exp.timings["evaluate warm start"] = time.perf_counter() - t0
+        res = super().evaluate_start(exp, start)
         cfg = exp.cfg
         if start.model is None:  # a kept start (a resumed experiment): its model from disk
             start = self.load(start)
@@ -290,12 +297,6 @@ class PretrainedKind(GeneratedKind):
     def evaluate(self, cfg, policy: str, model_dir: Path, inputs: dict, exp=None, start: Start | None = None) -> dict:
         res = self.evaluate_generated(cfg, policy, model_dir, exp, start)
         return {**res.to_dict(), **format_metrics(eval_dir(cfg.out, policy) / "sampled", cfg.eval.n)}
-
-    def evaluate_start(self, exp, start: Start) -> dict:
-        t0 = time.perf_counter()
-        res = self.evaluate(exp.cfg, START, start.dir, {}, exp, start)
-        exp.timings["evaluate base model"] = time.perf_counter() - t0
-        return res
 
     def report(self, exp, summary: dict, plots: bool = True) -> list[Path]:
         from resrl.experiments.present.report import pretrained_report
@@ -448,12 +449,6 @@ class StepsKind(ExperimentKind):
         if exp is not None:
             exp.display.say(f"{policy}: held-out greedy {r['greedy']:.3f}, sampled {r['avg']:.3f} ± {r['avg_se']:.3f}")
         return r
-
-    def evaluate_start(self, exp, start: Start) -> dict:
-        t = time.perf_counter()
-        res = self.evaluate(exp.cfg, START, start.dir, start.inputs, exp)
-        exp.timings["evaluate warm start"] = round(time.perf_counter() - t, 1)
-        return res
 
     def entry(self, summary: dict, policy: str, result: dict) -> dict:
         keys = ("episode/success", "episode/invalid_format_rate", "episode/invalid_action_rate", "episode/steps")

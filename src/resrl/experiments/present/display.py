@@ -131,8 +131,7 @@ def quiet(log_path: Path):
 def header(exp, workers: int) -> None:
     """The experiment's first lines: what it trains, on which split, how its runs go."""
     cfg, task = exp.cfg, exp.task
-    model = {"pretrained": "pretrained SmolLM2-135M-Instruct"}.get(exp.kind.name, "a tiny Qwen3 model")
-    exp.display.console.rule(f"[bold]ResRL demo: {task.title} on {model} (offline, CPU)")
+    exp.display.console.rule(f"[bold]ResRL demo: {task.title} on {exp.kind.title_model} (offline, CPU)")
     split = "held-out" if getattr(cfg, "eval_split", "test") == "test" else "dev"
     task_line = task.description(cfg.task) if hasattr(cfg, "task") else task.summary
     exp.display.console.print(f"task: {task_line}; evaluated on the {split} split; RL runs: {len(cfg.algorithms)}, "
