@@ -270,3 +270,31 @@ def test_behaviour_cloning_that_misses_its_target_keeps_the_best_checked_weights
     for k, v in weights[1].items():  # the second check's weights (value 0.9), not the last step's
         assert torch.equal(saved[k], v), k
     assert any("keeping the weights of step 10" in line for line in logs)
+
+
+def test_the_steps_kind_trains_with_the_config_the_agents_demo_always_had(tmp_path):
+    """The steps kind builds its `resrl train` config as sections (the one-method toolkit's
+    `training_config`); it is the config the agents demo built from dotted strings before, key for key
+    (`train.output_dir` and the checkpoints, new, aside)."""
+    from resrl.experiments.kinds import KINDS
+    from resrl.train import load_config
+
+    cfg = AgentsDemoConfig.quick(seed=2)
+    before = load_config(None, [  # the agents demo's train_config as it was (resrl.experiments.steps, 0.2.0)
+        f"model.path={tmp_path / 'warm'}", f"data.train={tmp_path / 'train_games.jsonl'}", "reward.function=env",
+        "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", f"env.history_window={cfg.history_window}",
+        f"env.max_steps={cfg.max_steps}", f"env.max_step_tokens={cfg.max_step_tokens}", "env.num_workers=1",
+        f"train.output_dir={tmp_path / 'grpo'}", f"train.max_steps={cfg.rounds * cfg.updates_per_round}",
+        f"train.rollout_prompts={cfg.rollout_prompts}", f"train.update_prompts={cfg.rollout_prompts // cfg.updates_per_round}",
+        f"train.warmup_steps={cfg.warmup_rounds * cfg.updates_per_round}",
+        f"train.group_size={cfg.group_size}", f"train.learning_rate={cfg.learning_rate}",
+        f"train.temperature={cfg.temperature}", "train.max_prompt_length=700", f"train.seed={cfg.seed}",
+        f"loss.agg={cfg.loss_agg}", "algorithm.name=grpo", "log.progress=false", "log.report_to=[none]"]).to_dict()
+    from dataclasses import replace
+
+    now = KINDS["steps"].train_config(replace(cfg, out=str(tmp_path)), "grpo", {"data_path": "train_games.jsonl"},
+                                      tmp_path / "grpo").to_dict()
+    assert now["checkpoint"]["save_steps"] == cfg.save_steps
+    now["checkpoint"] = before["checkpoint"]
+    before["model"]["path"] = None  # the start is handed to run_training, not named in the config
+    assert now == before

@@ -96,25 +96,21 @@ class AgentsDemoConfig:
         if self.colours and (len(set(self.colours)) < 2 or not all(str(c).isalpha() for c in self.colours)):
             raise ValueError(f"AgentsDemoConfig.colours must be empty or two or more distinct words, got {self.colours!r}")
 
-    # -- the step-layout experiment's hooks (StepDemo) ------------------------------------------------
+    # -- what the steps kind (resrl.experiments.kinds.StepsKind) asks of a step-layout task's config --------
     def games(self) -> tuple[list, list, dict]:
-        """(training games, held-out games, what the summary records about the split)."""
+        """(training games, held-out games, what summary.json records about the split)."""
         train_tasks, test_tasks = split_tasks(self.max_length, self.test_fraction, self.seed)
         train, test = games_for(self)
         assert not {task_of(g) for g in train} & {task_of(g) for g in test}
         return train, test, {"train_tasks": train_tasks, "test_tasks": test_tasks}
 
     def env(self) -> tuple[str, dict]:
-        """(env.name, env.options) of training and evaluation: the corridor."""
+        """(env.name, env options) of training and evaluation alike: the corridor."""
         return "resrl.envs.toy:make_toy_env", {}
 
     def expert_samples(self, games) -> list:
+        """(step prompt messages, expert reply) pairs of the scripted expert on `games` (behaviour cloning)."""
         return expert_samples(games, self.history_window)
-
-    def write_report(self, out: Path, summary: dict) -> None:
-        if summary["training"]:
-            plot_training_success(summary["training"], out / "training_success.png")
-        write_report(out, self, summary)
 
     @classmethod
     def quick(cls, **kw) -> "AgentsDemoConfig":

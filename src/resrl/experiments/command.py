@@ -87,7 +87,7 @@ def config_from_args(args: argparse.Namespace):
     if getattr(args, "reuse_training", None) and not hasattr(cfg, "reuse_training"):
         raise InputError(f"--reuse-training: task {task.name!r} trains each seed from its own start; only tasks "
                          "that start from a shared pretrained model reuse runs")
-    out = kind.default_out if args.out == DEFAULT_OUT and kind.default_out else args.out
+    out = kind.default_out(cfg) if args.out == DEFAULT_OUT and kind.default_out(cfg) else args.out
     changes = {"out": out, "seed": args.seed, "threads": args.threads}
     if hasattr(cfg, "eval_split"):
         changes["eval_split"] = eval_split

@@ -52,10 +52,12 @@ class ExperimentKind(ABC):
     # the command line's shared options -> the config field they set (dotted: a nested section)
     settings: dict = {"rl_steps": "rl.steps", "lr": "rl.learning_rate", "eval_samples": "eval.n"}
     title_model: str = "a tiny Qwen3 model"  # what the console's first line says is trained
-    default_out: str | None = None  # the output directory when --out is not given (None: runs/demo)
-
     def has_dev_split(self, cfg) -> bool:
         return True
+
+    def default_out(self, cfg) -> str | None:
+        """The output directory when --out is not given (None: runs/demo)."""
+        return None
 
     @abstractmethod
     def start(self, exp) -> Start:
@@ -366,37 +368,43 @@ def format_metrics(sampled_dir: str | Path, n: int | None = None) -> dict[str, f
 # -- step layout: the agents task -----------------------------------------------------------------
 
 class StepsKind(ExperimentKind):
-    """The step-layout task (`agents`): games (`resrl.demo.agents_task`), a tiny model behaviour-cloned
-    on the scripted expert (`resrl.experiments.warmstart.behaviour_cloning`), RL with step-level
-    rollouts in EnvPool workers, the step-layout evaluator. --rl-steps counts generation rounds."""
+    """The step-layout tasks (`agents`): a tiny model behaviour-cloned on a scripted expert
+    (`resrl.experiments.warmstart.behaviour_cloning`), RL with step-level rollouts in EnvPool workers,
+    the step-layout evaluator (`resrl.eval.steps`). --rl-steps counts generation rounds.
+
+    The task's config (e.g. `resrl.demo.agents_task.AgentsDemoConfig`) is its data: its budgets (seed,
+    bc_*, rounds, updates_per_round, rollout_prompts, group_size, history_window, max_steps,
+    max_step_tokens, temperature, eval_samples, model, ...) and three methods: `games()` -> (training
+    games, held-out games, facts about the split for summary.json), `env()` -> (env.name, options),
+    `expert_samples(games)` -> [(step prompt messages, expert reply)]."""
 
     name = "steps"
     settings = {"rl_steps": "rounds", "lr": "learning_rate", "eval_samples": "eval_samples"}
-    default_out = "runs/demo-agents"
 
     def has_dev_split(self, cfg) -> bool:
         return False
+
+    def default_out(self, cfg) -> str:
+        return f"runs/demo-{cfg.task_name}"
 
     def save_steps(self, cfg) -> int:
         return cfg.save_steps
 
     def start(self, exp) -> Start:
-        from resrl.demo.agents_task import BC_CHECK_SEED, expert_samples, games_for, split_tasks, task_of
+        from resrl.demo.agents_task import BC_CHECK_SEED
         from resrl.experiments.warmstart import behaviour_cloning
         from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
         cfg, out, display = exp.cfg, exp.out, exp.display
         t0 = time.perf_counter()
-        train_games, test_games = games_for(cfg)
-        train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
-        assert not {task_of(g) for g in train_games} & {task_of(g) for g in test_games}
+        train_games, test_games, split = cfg.games()
         data_path = out / "train_games.jsonl"
         data_path.write_text("".join(json.dumps({"problem": g, "answer": ""}) + "\n" for g in train_games))
         # the rows `resrl eval --env resrl.envs.toy:make_toy_env --data OUT/test_games.jsonl` reads
         (out / "test_games.jsonl").write_text("".join(json.dumps({"problem": g, "answer": ""}) + "\n"
                                                       for g in test_games))
         exp.summary.update({"task": cfg.task_name, "train_games": len(train_games), "test_games": len(test_games),
-                            "train_tasks": train_tasks, "test_tasks": test_tasks, "training": {}})
+                            **split, "training": {}})
         base, warm_dir = out / "model-init", out / "warm_start"
         build_tiny_model(base, TinyModelConfig(**cfg.model, seed=cfg.seed))
         dev = train_games[cfg.bc_games:cfg.bc_games + cfg.bc_dev_games]
@@ -409,18 +417,20 @@ class StepsKind(ExperimentKind):
                     f"{cfg.bc_games} training games" + (f", until sampled success on {len(dev)} other training "
                                                          f"games reaches {cfg.bc_target}" if stop else ""))
         with _quiet(exp):
-            bc = behaviour_cloning(str(base), str(warm_dir),
-                                   expert_samples(train_games[:cfg.bc_games], cfg.history_window), cfg.bc_steps,
-                                   cfg.seed, cfg.bc_lr, cfg.bc_batch, log=display.say, stop=stop, min_steps=50)
+            bc = behaviour_cloning(str(base), str(warm_dir), cfg.expert_samples(train_games[:cfg.bc_games]),
+                                   cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=display.say, stop=stop,
+                                   min_steps=50, check_every=getattr(cfg, "bc_check_every", 10))
         exp.summary.update({"bc_samples": bc["samples"], "bc_steps": bc["steps"], "bc_checks": bc["checks"],
                             "bc_kept": bc["kept"]})
         exp.timings["warm start"] = round(time.perf_counter() - t0, 1)
-        return Start(warm_dir, inputs={"data_path": str(data_path), "test_games": test_games})
+        return Start(warm_dir, inputs={"data_path": data_path.name, "test_games": test_games})
 
     def base_config(self, cfg, inputs: dict) -> dict:
-        return {"data": {"train": inputs["data_path"]}, "reward": {"function": "env"},
-                "env": {"name": "resrl.envs.toy:make_toy_env", "layout": "step", "history_window": cfg.history_window,
-                        "max_steps": cfg.max_steps, "max_step_tokens": cfg.max_step_tokens, "num_workers": 1},
+        name, options = cfg.env()
+        return {"data": {"train": str(Path(cfg.out) / inputs["data_path"])}, "reward": {"function": "env"},
+                "env": {"name": name, "layout": "step", "history_window": cfg.history_window,
+                        "max_steps": cfg.max_steps, "max_step_tokens": cfg.max_step_tokens, "num_workers": 1,
+                        **({"options": dict(options)} if options else {})},
                 "train": {"max_steps": cfg.rounds * cfg.updates_per_round, "rollout_prompts": cfg.rollout_prompts,
                           "update_prompts": cfg.rollout_prompts // cfg.updates_per_round,
                           "warmup_steps": cfg.warmup_rounds * cfg.updates_per_round, "group_size": cfg.group_size,
@@ -466,14 +476,16 @@ class StepsKind(ExperimentKind):
 
 
 def play(model, tok, games, cfg, seed: int = 0, temperature: float = 0.0, samples: int = 1) -> dict:
-    """Success on the corridor `games` (resrl.envs.toy) through `resrl.eval.steps.evaluate_steps`, the
-    evaluator `resrl eval --env` uses: greedy (temperature 0, one episode each) or sampled (`samples`
-    episodes per game, seeded). Returns success (mean over episodes), its standard error over games,
-    pass@samples, mean steps, invalid-format rate (its extra keys, e.g. per_game, come along)."""
-    from resrl.envs.toy import make_toy_env
-    from resrl.eval.steps import evaluate_steps
+    """Success on `games` in the task's environment (`cfg.env()`; without one, the corridor of
+    resrl.envs.toy) through `resrl.eval.steps.evaluate_steps`, the evaluator `resrl eval --env` uses:
+    greedy (temperature 0, one episode each) or sampled (`samples` episodes per game, seeded). Returns
+    success (mean over episodes), its standard error over games, pass@samples, mean steps,
+    invalid-format rate (its extra keys, e.g. per_game, come along)."""
+    from resrl.eval.steps import evaluate_steps, step_env
 
-    return evaluate_steps(model, tok, games, make_toy_env, {"history_window": cfg.history_window},
+    name, options = cfg.env() if hasattr(cfg, "env") else ("resrl.envs.toy:make_toy_env", {})
+    factory, own = step_env(name, cfg.max_steps)
+    return evaluate_steps(model, tok, games, factory, {**own, **options, "history_window": cfg.history_window},
                           max_steps=cfg.max_steps, max_step_tokens=cfg.max_step_tokens, seed=seed,
                           temperature=temperature, samples=samples)
 

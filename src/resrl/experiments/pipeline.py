@@ -70,14 +70,15 @@ def check_methods(cfg, kind: ExperimentKind, workers: int | None) -> int:
 
 
 def _kept_start(out: Path, cfg) -> dict | None:
-    """OUT/start.json when the experiment in OUT is this one (same task and settings, the list of
-    methods aside): its start is kept."""
+    """OUT/start.json when the experiment in OUT is this one (same task and settings; the list of
+    methods and where OUT is aside: a copied OUT keeps its start): its start is kept."""
     from resrl.experiments.workers import same_experiment
 
     if not (out / START_FILE).is_file() or not (out / HANDOFF_FILE).is_file():
         return None
     before = read_handoff(out)
-    if not same_experiment({**before, "inputs": {}}, cfg.task_name, cfg, {}):
+    before = {**before, "config": {**before.get("config", {}), "out": cfg.out}, "inputs": {}}
+    if not same_experiment(before, cfg.task_name, cfg, {}):
         return None
     return json.loads((out / START_FILE).read_text())
 

@@ -264,7 +264,8 @@ def steps_report(exp, summary: dict, plots: bool = True) -> list[Path]:
         plot_training_success(summary["training"], out / "training_success.png")
     res = summary["results"]
     n = cfg.eval_samples
-    lines = [f"# Agents demo (corridor, step layout), seed {cfg.seed}", "",
+    scored = all("score" in r for r in res.values())  # an environment with a graded reward (e.g. WebShop's score)
+    lines = [f"# {exp.task.title}, seed {cfg.seed}", "",
              f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that no "
              f"training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} tasks. "
              f"Warm start: {summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on {cfg.bc_games} games"
@@ -273,8 +274,9 @@ def steps_report(exp, summary: dict, plots: bool = True) -> list[Path]:
              f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, {cfg.updates_per_round} updates per round, "
              f"lr {cfg.learning_rate} (linear warm-up over {cfg.warmup_rounds} rounds), loss.agg {cfg.loss_agg}.", "",
              f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
-             "invalid format | training success, first → last 3 rounds | RL s |",
-             "|---|---|---|---|---|---|---|---|"]
+             + ("greedy score | sampled score | " if scored else "")
+             + "invalid format | training success, first → last 3 rounds | RL s |",
+             "|---|---|---|---|---|---|---|---|" + ("---|---|" if scored else "")]
     for p, r in res.items():
         diff = "—" if p == START else "{mean:+.3f} [{low:+.3f}, {high:+.3f}]".format(**r["paired_vs_warm_start"])
         tr = "—"
@@ -283,8 +285,9 @@ def steps_report(exp, summary: dict, plots: bool = True) -> list[Path]:
             k = max(1, min(3, len(s) // 2))
             tr = f"{sum(s[:k]) / k:.2f} → {sum(s[-k:]) / k:.2f}"
         secs = summary["training"].get(p, {}).get("rl_seconds", "—")
+        score = f"{r['greedy_score']:.3f} | {r['score']:.3f} | " if scored else ""
         lines.append(f"| {p} | {r['greedy']:.3f} | {r['avg']:.3f} ± {r['avg_se']:.3f} | {r['pass_at'][str(n)]:.3f} | "
-                     f"{diff} | {r['invalid_format_rate']:.3f} | {tr} | {secs} |")
+                     f"{diff} | {score}{r['invalid_format_rate']:.3f} | {tr} | {secs} |")
     lines += ["", "Standard errors and intervals are over held-out games (each game's sampled success is one value; "
               "the difference is paired per game with the warm start).", "",
               "![training success](training_success.png)", ""]
