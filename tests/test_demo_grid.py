@@ -48,7 +48,7 @@ def test_demo_grid_chooses_on_dev_and_reports_the_choice_on_held_out(tmp_path):
 
     out = tmp_path / "grid"
     argv = ["demo", "--quick", "--out", str(out), "--algorithms", "grpo,resrl", "--seeds", "0", "--rl-steps", "2",
-            "--grid", "train.learning_rate=1e-4,1e-2", "--workers", "2"]
+            "--grid", "train.learning_rate=1e-4,1e-2", "--workers", "2", "--eval-samples", "2"]
     assert main(argv) == 0
     dev = json.loads((out / "dev" / "summary.json").read_text())
     assert dev["config"]["eval_split"] == "dev"
