@@ -29,7 +29,7 @@ def test_quick_agents_demo_end_to_end(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "RL runs: 2, 2 worker processes" in printed
     for algo in ("grpo", "gigpo"):  # the runs really were processes of the job runner, `--worker-run ALGO` each
-        assert f"RL {algo}: done" in printed
+        assert f"RL + evaluate {algo}: done in" in printed  # the experiment's phase line for a worker's run
         assert f"--task agents --out {out} --worker-run {algo}" in (out / algo / "worker.log").read_text()
     # the numbers do not depend on the workers: the same experiment with its RL runs in this process
     assert main(["demo", "--task", "agents", "--quick", "--out", str(tmp_path / "one"), "--algorithms", "grpo,gigpo",

@@ -112,6 +112,19 @@ class AgentsDemoConfig:
         """(step prompt messages, expert reply) pairs of the scripted expert on `games` (behaviour cloning)."""
         return expert_samples(games, self.history_window)
 
+    def report_header(self, summary: dict) -> list[str]:
+        """report.md's title and what the task, its split and its budgets are (the steps report's table follows)."""
+        return [f"# Agents demo (corridor, step layout), seed {self.seed}", "",
+                f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that "
+                f"no training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} "
+                f"tasks. Warm start: {summary.get('bc_steps', self.bc_steps)} behaviour-cloning steps on "
+                f"{self.bc_games} games"
+                + (f" (weights kept from step {summary['bc_kept']}, its best check)"
+                   if summary.get("bc_kept") not in (None, summary.get("bc_steps")) else "")
+                + f". RL: {self.rounds} rounds of {self.rollout_prompts} games x {self.group_size} trajectories, "
+                f"{self.updates_per_round} updates per round, lr {self.learning_rate} (linear warm-up over "
+                f"{self.warmup_rounds} rounds), loss.agg {self.loss_agg}."]
+
     @classmethod
     def quick(cls, **kw) -> "AgentsDemoConfig":
         """A smoke run of about a minute: few games, few steps, two algorithms' worth of rounds."""
@@ -123,9 +136,10 @@ class AgentsDemoConfig:
 
 
 class StepDemo(Protocol):
-    """What the step-layout experiment (resrl.experiments.steps) asks of a demo task's config, besides
-    the budgets AgentsDemoConfig names (seed, out, task_name, algorithms, bc_*, rounds, rollout_prompts,
-    group_size, history_window, max_steps, max_step_tokens, temperature, eval_samples, model, ...)."""
+    """What the steps experiment kind (resrl.experiments.kinds.StepsKind) asks of a demo task's config,
+    besides the budgets AgentsDemoConfig names (seed, out, task_name, algorithms, bc_*, rounds,
+    rollout_prompts, group_size, history_window, max_steps, max_step_tokens, temperature, eval_samples,
+    save_steps, model, ...)."""
 
     def games(self) -> tuple[list, list, dict]: ...  # (training games, held-out games, split facts for summary.json)
 
@@ -133,7 +147,7 @@ class StepDemo(Protocol):
 
     def expert_samples(self, games) -> list: ...  # [(step prompt messages, expert reply)] for behaviour cloning
 
-    def write_report(self, out: Path, summary: dict) -> None: ...  # OUT/report.md (and plots)
+    def report_header(self, summary: dict) -> list[str]: ...  # report.md's title and the task's description
 
 
 # -- games ------------------------------------------------------------------------------------------
@@ -198,5 +212,5 @@ def expert_samples(games, history_window):
 
 
 
-__all__ = ["AgentsDemoConfig", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
+__all__ = ["AgentsDemoConfig", "StepDemo", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
            "expert_samples"]

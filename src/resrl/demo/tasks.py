@@ -235,6 +235,22 @@ register_demo_task(DemoTask(
             "held-out (length, goal) tasks; algorithms grpo,gigpo,empg,resrl by default"))
 
 
+# -- webshop: WebShop-format shopping in the step layout (resrl.demo.webshop_task, run by the steps kind)
+
+def _register_webshop() -> None:
+    from resrl.demo.webshop_task import WebShopDemoConfig, webshop_config
+
+    register_demo_task(DemoTask(
+        name="webshop", title="WebShop-format shopping (step layout)", config=webshop_config,
+        config_type=WebShopDemoConfig, experiment="steps",
+        summary="WebShop-format shopping on a small generated catalog (search, results, item page, options, buy "
+                "now; WebShop's score as reward): held-out goals ask for products no training goal does; "
+                "algorithms grpo,gigpo,empg,resrl by default"))
+
+
+_register_webshop()
+
+
 # -- smollm2-arithmetic: a pretrained LM (resrl.demo.arithmetic_task, run by the pretrained kind)
 
 def _register_arithmetic() -> None:

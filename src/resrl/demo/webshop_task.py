@@ -1,5 +1,5 @@
-"""The WebShop demo task (`resrl demo --task webshop`): WebShop-format shopping as data, and its report.
-Run by the step-layout experiment, `resrl.experiments.steps`, as the corridor (`--task agents`) is.
+"""The WebShop demo task (`resrl demo --task webshop`): WebShop-format shopping as data. Run by the
+steps experiment kind (`resrl.experiments.kinds.StepsKind`), as the corridor (`--task agents`) is.
 
 1. goals: the small generated WebShop-format catalog shipped with the webshop family
    (`webshop-small:train` / `webshop-small:test`: 50 products of 5 types, one per WebShop category,
@@ -27,7 +27,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from resrl.demo.agents_task import DEFAULT_ALGORITHMS, WARM, plot_training_success
+from resrl.demo.agents_task import DEFAULT_ALGORITHMS
 
 TRAIN_ORDER_SEED = 1  # the training goals' order for seed S: S + 1 (which goals behaviour cloning sees)
 
@@ -63,6 +63,7 @@ class WebShopDemoConfig:
     max_step_tokens: int = 48
     temperature: float = 1.0
     loss_agg: str = "token-mean"
+    save_steps: int = 10  # a checkpoint every N updates: a run killed while training resumes from it (0: none)
     overrides: tuple = ()
     eval_samples: int = 4
     threads: int = 1
@@ -116,41 +117,20 @@ class WebShopDemoConfig:
                     break
         return out
 
-    def write_report(self, out: Path, summary: dict) -> None:
-        if summary["training"]:
-            plot_training_success(summary["training"], out / "training_success.png")
-        write_report(out, self, summary)
-
-
-def write_report(out: Path, cfg: WebShopDemoConfig, summary: dict) -> None:
-    res, n = summary["results"], cfg.eval_samples
-    lines = [f"# WebShop-format demo (step layout), seed {cfg.seed}", "",
-             f"Held-out: {summary['test_games']} goals ({cfg.test_data}) asking for {summary['test_products']} products "
-             f"no training goal asks for; {summary['train_games']} training goals ({cfg.train_data}). Generated "
-             f"catalog and instructions in WebShop's format (not WebShop's data). Warm start: "
-             f"{summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on the expert's walkthroughs of "
-             f"{cfg.bc_games} goals. RL: {cfg.rounds} rounds of {cfg.rollout_prompts} goals x {cfg.group_size} "
-             f"episodes, {cfg.updates_per_round} updates per round, lr {cfg.learning_rate}, reward: WebShop's "
-             f"{cfg.reward}; at most {cfg.max_steps} steps per episode.", "",
-             f"| policy | greedy success | greedy score | sampled success ± s.e. ({n}/goal) | sampled score | "
-             "sampled success − warm start [95 %] | invalid format | training success, first → last 3 rounds |",
-             "|---|---|---|---|---|---|---|---|"]
-    for p, r in res.items():
-        diff = "—" if p == WARM else "{mean:+.3f} [{low:+.3f}, {high:+.3f}]".format(**r["paired_vs_warm_start"])
-        tr = "—"
-        if p in summary["training"]:
-            s = summary["training"][p]["train_success"]
-            k = max(1, min(3, len(s) // 2))
-            tr = f"{sum(s[:k]) / k:.2f} → {sum(s[-k:]) / k:.2f}"
-        lines.append(f"| {p} | {r['greedy']:.3f} | {r['greedy_score']:.3f} | {r['avg']:.3f} ± {r['avg_se']:.3f} | "
-                     f"{r['score']:.3f} | {diff} | {r['invalid_format_rate']:.3f} | {tr} |")
-    lines += ["", "Standard errors and intervals are over held-out goals (paired per goal with the warm start).", "",
-              "![training success](training_success.png)", ""]
-    (out / "report.md").write_text("\n".join(lines))
+    def report_header(self, summary: dict) -> list[str]:
+        """report.md's title and what the task, its split and its budgets are (the steps report's table follows)."""
+        return [f"# WebShop-format demo (step layout), seed {self.seed}", "",
+                f"Held-out: {summary['test_games']} goals ({self.test_data}) asking for {summary['test_products']} "
+                f"products no training goal asks for; {summary['train_games']} training goals ({self.train_data}). "
+                f"Generated catalog and instructions in WebShop's format (not WebShop's data). Warm start: "
+                f"{summary.get('bc_steps', self.bc_steps)} behaviour-cloning steps on the expert's walkthroughs of "
+                f"{self.bc_games} goals. RL: {self.rounds} rounds of {self.rollout_prompts} goals x {self.group_size} "
+                f"episodes, {self.updates_per_round} updates per round, lr {self.learning_rate}, reward: WebShop's "
+                f"{self.reward}; at most {self.max_steps} steps per episode."]
 
 
 def webshop_config(quick: bool = False) -> WebShopDemoConfig:
     return WebShopDemoConfig.quick() if quick else WebShopDemoConfig()
 
 
-__all__ = ["WebShopDemoConfig", "webshop_config", "write_report"]
+__all__ = ["WebShopDemoConfig", "webshop_config"]

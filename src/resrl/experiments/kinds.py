@@ -440,7 +440,8 @@ class StepsKind(ExperimentKind):
                 "log": {"progress": False, "report_to": ["none"]}}
 
     def evaluate(self, cfg, policy: str, model_dir: Path, inputs: dict, exp=None, start: Start | None = None) -> dict:
-        """Greedy success, sampled success (`avg`), pass@1 / pass@n, and details, on the held-out games."""
+        """Greedy success, sampled success (`avg`), the mean episode reward greedy and sampled (`greedy_score`,
+        `score`: WebShop's score), pass@1 / pass@n, and details, on the held-out games."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         from resrl.demo.agents_task import EVAL_SEED
@@ -452,6 +453,7 @@ class StepsKind(ExperimentKind):
         sampled = play(model, tok, games, cfg, seed=cfg.seed + EVAL_SEED, temperature=cfg.temperature,
                        samples=cfg.eval_samples)
         r = {"greedy": greedy["success"], "avg": sampled["success"], "avg_se": sampled["se"],
+             "greedy_score": greedy["reward"], "score": sampled["reward"],  # the mean episode reward (WebShop's score)
              "pass_at": {"1": sampled["success"], str(cfg.eval_samples): sampled["pass"]},
              "episodes": sampled["episodes"], "steps": sampled["steps"],
              "invalid_format_rate": sampled["invalid_format_rate"],

@@ -25,8 +25,9 @@ from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds, p
 PerSeed = dict
 
 
-# the pretrained demo's accuracy-apart-from-format metrics (`resrl.experiments.kinds.format_metrics`)
-PRETRAINED_METRICS = ("format_rate", "accuracy_formatted", "truncated", "accuracy_finished")
+# the pretrained demo's accuracy-apart-from-format metrics (`resrl.experiments.kinds.format_metrics`),
+# and a step demo's mean episode reward (WebShop's score: `score` sampled, `greedy_score`)
+PRETRAINED_METRICS = ("format_rate", "accuracy_formatted", "truncated", "accuracy_finished", "score", "greedy_score")
 
 
 def metrics_of(result: dict) -> dict[str, float]:

@@ -264,15 +264,9 @@ def steps_report(exp, summary: dict, plots: bool = True) -> list[Path]:
         plot_training_success(summary["training"], out / "training_success.png")
     res = summary["results"]
     n = cfg.eval_samples
-    scored = all("score" in r for r in res.values())  # an environment with a graded reward (e.g. WebShop's score)
-    lines = [f"# {exp.task.title}, seed {cfg.seed}", "",
-             f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that no "
-             f"training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} tasks. "
-             f"Warm start: {summary.get('bc_steps', cfg.bc_steps)} behaviour-cloning steps on {cfg.bc_games} games"
-             + (f" (weights kept from step {summary['bc_kept']}, its best check)"
-                if summary.get("bc_kept") not in (None, summary.get("bc_steps")) else "") + f". RL: {cfg.rounds} rounds of "
-             f"{cfg.rollout_prompts} games x {cfg.group_size} trajectories, {cfg.updates_per_round} updates per round, "
-             f"lr {cfg.learning_rate} (linear warm-up over {cfg.warmup_rounds} rounds), loss.agg {cfg.loss_agg}.", "",
+    # an environment with a graded reward (WebShop's score) gets its columns; the corridor's is 0 or 1
+    scored = cfg.env()[0] != "resrl.envs.toy:make_toy_env" and all("score" in r for r in res.values())
+    lines = [*cfg.report_header(summary), "",
              f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
              + ("greedy score | sampled score | " if scored else "")
              + "invalid format | training success, first → last 3 rounds | RL s |",
