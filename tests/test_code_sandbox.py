@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from resrl.tasks.code.reward import run_tests
-from resrl.tasks.code.sandbox.runner import SandboxLimits, detect_isolation, reap_dying, sandbox_uid_range
+from resrl.tasks.code.sandbox.runner import (UID_BLOCK, SandboxLimits, detect_isolation, reap_dying, sandbox_uid,
+                                             sandbox_uid_range)
 
 TIGHT = SandboxLimits(memory_mb=256, file_size_mb=1, open_files=32, processes=16, output_kb=64, tmpfs_mb=8,
                       startup_s=10.0)
@@ -30,8 +31,12 @@ def run(code: str, tests: dict = ECHO_TESTS, timeout_s: float = 1.0, **kw):
 
 
 def sandbox_pids() -> list[int]:
-    """Live processes running as any sandbox uid."""
-    lo, hi = sandbox_uid_range()
+    """Live processes running as a sandbox uid of this test process's block (`sandbox_uid`: each process
+    draws its items' uids from its own block of UID_BLOCK, by pid). Another process's sandboxes — another
+    pytest-xdist worker's, another job's on the machine — are not this test's to find."""
+    first, hi = sandbox_uid_range()
+    lo = first + (os.getpid() % ((hi - first) // UID_BLOCK)) * UID_BLOCK
+    hi = lo + UID_BLOCK
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -471,3 +476,27 @@ def test_cgroup_bounds_the_item_total_and_says_so():
     res = run_tests(CHILDREN_ALLOCATE, {"inputs": [""], "outputs": ["1200"]}, 8.0, limits=MEMORY)
     assert not res.passed and res.memory_limit == "cgroup"
     assert_nothing_left()
+
+
+def test_the_leftover_check_sees_this_process_sandboxes_only():
+    """`sandbox_pids` finds a process of this process's next sandbox uid (so a leftover is found), and
+    not one of another block's uid (another xdist worker's items run beside these tests)."""
+    import subprocess
+    import sys
+
+    if os.geteuid() != 0:
+        pytest.skip("sandbox uids are set only by root")
+    mine, (first, hi) = sandbox_uid(), sandbox_uid_range()
+    other = first + ((mine - first) // UID_BLOCK + 1) % ((hi - first) // UID_BLOCK) * UID_BLOCK
+    procs = [subprocess.Popen([sys.executable, "-c", f"import os, time; os.setuid({uid}); time.sleep(30)"])
+             for uid in (mine, other)]
+    try:
+        deadline = time.monotonic() + 10
+        while procs[0].pid not in sandbox_pids() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        found = sandbox_pids()
+        assert procs[0].pid in found and procs[1].pid not in found
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
