@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-TASKS = ("math", "math-hard", "code", "tools", "agents", "smollm2-arithmetic")
+TASKS = ("math", "math-hard", "code", "tools", "agents", "webshop", "smollm2-arithmetic")
 # fields that say where or how fast a run went, not what it computed
 VOLATILE = {"timings", "workers", "rl_seconds", "eval_seconds", "out", "model_dir", "reuse_training",
             "runtime", "train_runtime", "train_samples_per_second", "train_steps_per_second", "step_seconds",
