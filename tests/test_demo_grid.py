@@ -29,16 +29,19 @@ def test_the_dev_split_is_disjoint_from_the_held_out_split(name, quick):
 
 
 def test_the_agents_task_has_no_dev_split_and_says_so(tmp_path):
-    """The corridor's held-out split is tasks no training game has; it has no dev split, so --grid and
-    --eval-split dev are refused with one error before any process starts."""
+    """The step-layout tasks have no dev split (the corridor's held-out split is tasks no training game
+    has, WebShop's goals for products no training goal asks for), so --grid and --eval-split dev are
+    refused with one error before any process starts."""
     from resrl.cli import build_parser
     from resrl.errors import InputError
     from resrl.experiments.command import run
 
-    assert {n for n, t in DEMO_TASKS.items() if t.experiment == "steps"} == {"agents"}
-    for extra in (["--grid", "train.learning_rate=1e-4,3e-4"], ["--eval-split", "dev"]):
-        with pytest.raises(InputError, match="no dev split"):
-            run(build_parser().parse_args(["demo", "--task", "agents", "--quick", "--out", str(tmp_path), *extra]))
+    steps_tasks = sorted(n for n, t in DEMO_TASKS.items() if t.experiment == "steps")
+    assert "agents" in steps_tasks
+    for name in steps_tasks:  # every step-layout task (the corridor, WebShop-format shopping)
+        for extra in (["--grid", "train.learning_rate=1e-4,3e-4"], ["--eval-split", "dev"]):
+            with pytest.raises(InputError, match=f"--task {name} has no dev split"):
+                run(build_parser().parse_args(["demo", "--task", name, "--quick", "--out", str(tmp_path), *extra]))
     assert not any(tmp_path.iterdir())
 
 

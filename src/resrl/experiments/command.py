@@ -82,8 +82,8 @@ def config_from_args(args: argparse.Namespace):
     cfg = task.config(quick=args.quick)
     eval_split = getattr(args, "eval_split", "test")
     if eval_split != "test" and not kind.has_dev_split(cfg):
-        raise InputError(f"--task {task.name} has no dev split (its held-out split is tasks no training game has): "
-                         "--grid and --eval-split dev are for the tasks that generate problems")
+        raise InputError(f"--task {task.name} has no dev split (its {kind.name} kind holds out one split, the "
+                         "held-out one): --grid and --eval-split dev are for the tasks that generate problems")
     if getattr(args, "reuse_training", None) and not hasattr(cfg, "reuse_training"):
         raise InputError(f"--reuse-training: task {task.name!r} trains each seed from its own start; only tasks "
                          "that start from a shared pretrained model reuse runs")
