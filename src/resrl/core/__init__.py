@@ -34,6 +34,7 @@ from .registry import (
     captured_states,
     EMPGConfig,
     GiGPOConfig,
+    compute_ppo_targets,
     compute_token_advantages,
     get_algorithm,
     register_algorithm,
@@ -45,6 +46,8 @@ from .grouping import grouping_coverage, micro_batch_groups
 from .resrl_config import RESRL_PRESETS, ResRLConfig, resolve_resrl_preset
 from .sampling import positive_token_sample_mask
 from .step_advantages import discounted_step_returns, empg_advantages, gigpo_advantages
+from .gae import PPOConfig, PPOTargets, gae_advantages, ppo_targets, step_gae_advantages
+from .value import CriticConfig, value_loss
 
 __all__ = [
     "ALGORITHMS", "AdvantageInputs", "AlgorithmConfig", "AlgorithmSpec", "GiGPOConfig", "EMPGConfig",
@@ -57,4 +60,6 @@ __all__ = [
     "nsr_advantages", "overlong_penalty", "positive_token_sample_mask", "policy_loss", "psr_advantages", "register_algorithm",
     "resrl_residual_details", "resrl_token_advantages", "wreinforce_advantages",
     "RESRL_PRESETS", "resolve_resrl_preset", "micro_batch_groups", "grouping_coverage",
+    "PPOConfig", "PPOTargets", "CriticConfig", "gae_advantages", "step_gae_advantages", "ppo_targets", "value_loss",
+    "compute_ppo_targets",
 ]

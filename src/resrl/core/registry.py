@@ -23,6 +23,8 @@ from . import step_advantages as S
 from .step_advantages import EMPGConfig, GiGPOConfig  # noqa: F401  (their home is next to their math)
 from . import flowrl as _flowrl  # noqa: F401  (registers the "flowrl" policy loss)
 from .flowrl import FlowRLConfig
+from . import gae as _gae
+from .gae import PPOConfig
 from .loss import get_policy_loss
 from .interference import HeadSketch
 from .grouping import grouping_coverage, micro_batch_groups
@@ -48,6 +50,10 @@ class AdvantageInputs:
     anchor_index: Tensor | None = None      # (B,) int64, equal ids = identical environment states
     step_rewards: Tensor | None = None      # (B,) float, the environment's reward of this step
     step_entropy: Tensor | None = None      # (B,) float, mean token entropy of the step's response
+    # PPO (resrl.core.gae): the critic's rollout-time values at the response positions, and a function
+    # summing a tensor over the processes that share the batch (whitening; None: one process)
+    values: Tensor | None = None            # (B, T) float
+    batch_sum: Callable[[Tensor], Tensor] | None = None
 
 
 @dataclass
@@ -63,6 +69,7 @@ class AlgorithmConfig:
     nthr: NTHRConfig = field(default_factory=NTHRConfig)        # NTHR's β, η, vocabulary (Deng et al. 2025)
     gigpo: GiGPOConfig = field(default_factory=GiGPOConfig)     # gigpo, gigpo-resrl (step layout)
     empg: EMPGConfig = field(default_factory=EMPGConfig)        # empg (step layout)
+    ppo: PPOConfig = field(default_factory=PPOConfig)           # ppo's GAE (γ, λ); its critic: CriticConfig
     overlong_buffer: int = 0            # DAPO overlong shaping: buffer length (0 = off)
     overlong_penalty: float = 1.0       # ... and its maximal penalty
     max_response_length: int | None = None  # L_max for overlong shaping and length scaling
@@ -87,6 +94,8 @@ class AlgorithmConfig:
             raise ValueError(f"AlgorithmConfig.passk_k must be an int >= 1, got {self.passk_k!r}")
         if not isinstance(self.gigpo, GiGPOConfig) or not isinstance(self.empg, EMPGConfig):
             raise ValueError("AlgorithmConfig.gigpo / .empg must be GiGPOConfig / EMPGConfig")
+        if not isinstance(self.ppo, PPOConfig):
+            raise ValueError("AlgorithmConfig.ppo must be a PPOConfig")
         if not isinstance(self.resrl, ResRLConfig):
             raise ValueError("AlgorithmConfig.resrl must be a ResRLConfig")
         if not isinstance(self.nthr, NTHRConfig):
@@ -122,6 +131,7 @@ class AlgorithmSpec:
     needs_head: bool = False            # the engine must capture the head sketch (AdvantageInputs.head)
     step_level: bool = False            # needs the step layout's tags (trajectory, step, anchor, ...)
     needs_step_entropy: bool = False    # the engine must supply each step's mean token entropy
+    needs_values: bool = False          # the engine must run a critic (AdvantageInputs.values, PPO)
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {}
@@ -131,14 +141,14 @@ def register_algorithm(name: str, *, needs_hidden: bool = False, loss_defaults: 
                        dynamic_sampling: bool = False, reward_defaults: dict | None = None,
                        policy_loss: str = "clipped-surrogate", needs_reference: bool = False,
                        needs_log_z: bool = False, needs_head: bool = False, step_level: bool = False,
-                       needs_step_entropy: bool = False):
+                       needs_step_entropy: bool = False, needs_values: bool = False):
     def deco(fn: AlgorithmFn) -> AlgorithmFn:
         if name in ALGORITHMS:
             raise ValueError(f"algorithm {name!r} is already registered")
         get_policy_loss(policy_loss)  # a clear error for a loss that does not exist
         ALGORITHMS[name] = AlgorithmSpec(fn, needs_hidden, dict(loss_defaults or {}), dynamic_sampling,
                                          dict(reward_defaults or {}), policy_loss, needs_reference, needs_log_z,
-                                         needs_head, step_level, needs_step_entropy)
+                                         needs_head, step_level, needs_step_entropy, needs_values)
         return fn
     return deco
 
@@ -302,6 +312,23 @@ def empg(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(adv, inputs.response_mask), stats
 
 
+# ---- PPO with a critic (resrl.core.gae; the critic: resrl.core.value, resrl.engines.critic) -------
+
+def _ppo_targets(inputs: AdvantageInputs, cfg: AlgorithmConfig) -> "_gae.PPOTargets":
+    if inputs.values is None:
+        raise ValueError("algorithm 'ppo' needs the critic's values (inputs.values, (B, T)): the engine runs "
+                         "the critic (resrl train / ResRLTrainer do)")
+    return _gae.ppo_targets(inputs.rewards, inputs.values, inputs.response_mask, cfg.ppo,
+                            step_rewards=inputs.step_rewards, trajectory_index=inputs.trajectory_index,
+                            step_index=inputs.step_index, batch_sum=inputs.batch_sum)
+
+
+@register_algorithm("ppo", needs_values=True)
+def ppo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
+    targets = _ppo_targets(inputs, cfg)
+    return targets.advantages, targets.stats
+
+
 # combinations refused with the reason (config key algorithm.name)
 UNSUPPORTED_COMBINATIONS = {
     "empg-resrl": "EMPG already re-weights every step by its entropy and re-centres the batch, so the sign of "
@@ -322,9 +349,8 @@ def shape_rewards(rewards: Tensor, lengths: Tensor, cfg: AlgorithmConfig) -> Ten
     return r
 
 
-def compute_token_advantages(inputs: AdvantageInputs, config: AlgorithmConfig) -> tuple[Tensor, dict[str, float]]:
-    """Shaped rewards -> the configured algorithm's (B, T) float32 token advantages and its stats."""
-    spec = get_algorithm(config.name)
+def _shaped(inputs: AdvantageInputs, config: AlgorithmConfig) -> AdvantageInputs:
+    """`inputs` checked, with the configured reward shaping applied to its rewards."""
     mask = inputs.response_mask
     if inputs.rewards.dim() != 1 or mask.dim() != 2 or mask.shape[0] != inputs.rewards.shape[0]:
         raise ValueError(f"rewards must be (B,) and response_mask (B, T); got {tuple(inputs.rewards.shape)} "
@@ -333,10 +359,22 @@ def compute_token_advantages(inputs: AdvantageInputs, config: AlgorithmConfig) -
         raise ValueError(f"group_index must be (B,) like rewards, got {tuple(inputs.group_index.shape)}")
     if not bool(torch.isfinite(inputs.rewards.float()).all()):
         raise ValueError("rewards contain NaN or inf")
-    shaped = shape_rewards(inputs.rewards, mask.sum(dim=1), config)
-    shaped_inputs = replace(inputs, rewards=shaped)
-    token_adv, stats = spec.fn(shaped_inputs, config)
+    return replace(inputs, rewards=shape_rewards(inputs.rewards, mask.sum(dim=1), config))
+
+
+def compute_token_advantages(inputs: AdvantageInputs, config: AlgorithmConfig) -> tuple[Tensor, dict[str, float]]:
+    """Shaped rewards -> the configured algorithm's (B, T) float32 token advantages and its stats."""
+    spec = get_algorithm(config.name)
+    token_adv, stats = spec.fn(_shaped(inputs, config), config)
     return token_adv.float(), dict(stats)
+
+
+def compute_ppo_targets(inputs: AdvantageInputs, config: AlgorithmConfig) -> "_gae.PPOTargets":
+    """PPO on shaped rewards: the advantages `compute_token_advantages` gives, plus the critic's
+    regression targets (returns and the positions regressed) — what an engine's critic trains on."""
+    if not get_algorithm(config.name).needs_values:
+        raise ValueError(f"compute_ppo_targets: algorithm {config.name!r} has no critic")
+    return _ppo_targets(_shaped(inputs, config), config)
 
 
 def resolve_settings(algorithm: dict, loss: dict, max_response_length: int | None = None) -> tuple[dict, dict]:

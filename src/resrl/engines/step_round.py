@@ -87,11 +87,14 @@ class StepRound:
         if trainer.needs_reference or trainer.beta != 0.0:
             out["ref_per_token_logps"] = reference_logps(trainer, out)
         # (an all-failed round's token-less row goes through too: every process makes the same collectives)
-        adv, stats = compute_token_advantages(AdvantageInputs(
+        inputs = AdvantageInputs(
             out["rewards"], out["group_index"], mask, hidden, out["truncated"],
             trajectory_index=out["trajectory_index"], step_index=out["step_index"],
-            anchor_index=out["anchor_index"], step_rewards=out["step_rewards"], step_entropy=step_entropy),
-            trainer.algorithm)
+            anchor_index=out["anchor_index"], step_rewards=out["step_rewards"], step_entropy=step_entropy)
+        if trainer.critic is not None:  # PPO: GAE per environment step on the critic's values (engines/critic.py)
+            adv, stats = trainer.critic.advantages(trainer, out, inputs)
+        else:
+            adv, stats = compute_token_advantages(inputs, trainer.algorithm)
         out["advantages"] = adv * mask
         sink = trl_compat.metrics(trainer, mode)
         engine_metrics.log_stats(accelerator, sink, stats)

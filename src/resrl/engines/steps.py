@@ -244,7 +244,7 @@ class StepRolloutConfig:
 def pad_rows(batch: dict, multiple: int) -> tuple[dict, int]:
     """Append copies of row 0 with every mask zeroed so that the row count is a positive multiple of
     `multiple` (TRL splits a generation batch into that many equal micro-batches). Padding rows carry
-    no token (completion_mask 0, advantages 0) and group_index −1. Returns (batch, padding rows)."""
+    no token (completion_mask 0, advantages 0, PPO's value_mask 0) and group_index −1. Returns (batch, padding rows)."""
     B = batch["completion_ids"].shape[0]
     target = max(multiple, -(-B // multiple) * multiple)
     extra = target - B
@@ -254,7 +254,7 @@ def pad_rows(batch: dict, multiple: int) -> tuple[dict, int]:
     for key, value in batch.items():
         if isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape[0] == B:
             pad = value[:1].expand(extra, *value.shape[1:]).clone()
-            if key in ("completion_mask", "advantages"):
+            if key in ("completion_mask", "advantages", "value_mask"):  # (value_mask: PPO's critic targets)
                 pad.zero_()
             elif key == "group_index":
                 pad.fill_(-1)

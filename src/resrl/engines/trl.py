@@ -13,6 +13,7 @@ private TRL touch-point, read against one TRL release and tested per touch-point
     engines/dynamic_sampling.py  DAPO's filter-and-refill
     engines/step_round.py        the step layout's generation round (engines/steps.py)
     engines/flowrl_head.py       FlowRL's log Z head
+    engines/critic.py            PPO's critic (value model, its optimiser, warm-up, checkpoint)
     engines/reference.py         the reference model and log π_ref
     engines/checkpoints.py       atomic checkpoints
     engines/metrics.py           metrics, averaged over processes
@@ -71,6 +72,7 @@ from resrl.engines import rules, trl_compat, trl_fields
 from resrl.engines.batches import local_token_advantages
 from resrl.engines.capture import StateCapture
 from resrl.engines.checkpoints import read_engine_state, save_atomically, write_engine_state
+from resrl.engines.critic import Critic
 from resrl.engines.dynamic_sampling import RefillStream, dynamically_sampled
 from resrl.engines.flowrl_head import LOG_Z_ATTR, LOG_Z_FILE, FlowRLHead, without_log_z_params
 from resrl.engines.phases import PhaseTimer
@@ -110,6 +112,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     dynamic_sampling:   DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds:  extra generation rounds allowed per step to refill dropped groups
     step_rollout:       step-level rollouts (resrl.engines.steps.StepRolloutConfig); None = TRL's
+    critic:             PPO's value model (resrl.core.value.CriticConfig), for algorithms that need one
+                        (ppo); None: `args.critic_*` of a ResRLGRPOConfig, else CriticConfig's defaults
     phase_times:        log time/<phase>_s and memory/<phase>_peak_gib per optimiser step
                         (resrl.engines.phases; off: no cost)
     Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G, or a
@@ -120,7 +124,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     def __init__(self, *args, algorithm: AlgorithmConfig | str | None = None, loss_config: LossConfig | None = None,
                  resrl_mode: str | None = None, dynamic_sampling: bool | None = None,
                  max_refill_rounds: int | None = None, step_rollout: StepRolloutConfig | None = None,
-                 phase_times: bool = False, **kwargs):
+                 phase_times: bool = False, critic=None, **kwargs):
         super().__init__(*args, **kwargs)
         self.phases = PhaseTimer(phase_times, self.accelerator.device)
         if phase_times:
@@ -165,6 +169,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         self.flowrl_head = FlowRLHead(self, algorithm.flowrl) if spec.needs_log_z else None
         self.log_z_head = None if self.flowrl_head is None else self.flowrl_head.module
         self._step_round = StepRound(step_rollout) if step_rollout is not None else None
+        self.critic = self._build_critic(critic, spec)
         self._refill = RefillStream(
             self.train_dataset, self.accelerator, group_size=self.num_generations,
             generation_batch_size=self.args.generation_batch_size,
@@ -188,6 +193,21 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             dynamic_sampling, self.num_generations, a.per_device_train_batch_size, a.steps_per_generation,
             a.gradient_accumulation_steps, self.num_iterations, self.accelerator.num_processes,
             rollout_func=self.rollout_func is not None, use_vllm=bool(self.use_vllm))
+
+    def _build_critic(self, critic, spec) -> Critic | None:
+        """PPO's critic (engines/critic.py) when the algorithm needs one; settings given otherwise are refused."""
+        from resrl.core.value import CriticConfig
+
+        given = getattr(self.args, "critic_settings", lambda: {})()
+        if critic is not None and given:
+            raise ValueError(f"ResRLGRPOConfig sets critic settings ({', '.join(sorted(given))}) and a CriticConfig "
+                             "was passed as well: set them in one place")
+        if not spec.needs_values:
+            if critic is not None or given:
+                raise ValueError(f"critic settings were given, but algorithm {self.algorithm.name!r} has no critic "
+                                 "(PPO has: algorithm='ppo')")
+            return None
+        return Critic(self, critic if critic is not None else CriticConfig(**given))
 
     def aligned_possible(self) -> bool:
         return self.run_layout().aligned_possible
@@ -232,10 +252,12 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             out["advantages"] = None  # computed from the training forward's states (compute_policy_loss)
             return out
         with self.phases.phase("weights"):
-            adv, stats = local_token_advantages(
-                AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"], head,
-                                prompt_lengths=out["prompt_mask"].sum(dim=1)),
-                self.algorithm, self.accelerator)
+            inputs = AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"], head,
+                                     prompt_lengths=out["prompt_mask"].sum(dim=1))
+            if self.critic is not None:  # PPO: GAE on the critic's values (engines/critic.py)
+                adv, stats = self.critic.advantages(self, out, inputs)
+            else:
+                adv, stats = local_token_advantages(inputs, self.algorithm, self.accelerator)
         out["advantages"] = adv
         engine_metrics.log_stats(self.accelerator, sink, stats)
         return out
@@ -310,8 +332,9 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         aligned = self.needs_hidden and inputs.get("advantages") is None
         log_z_capture = self.flowrl_head.capture(prompt_ids.shape[1]) if self.flowrl_head is not None \
             else contextlib.nullcontext()
+        critic_capture = self.critic.capture(C) if self.critic is not None else contextlib.nullcontext()
         if aligned:
-            with self.capture.capture(C) as states, log_z_capture:
+            with self.capture.capture(C) as states, log_z_capture, critic_capture:
                 logps, entropy, aux_loss = self.per_token_logps(
                     model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             with self.phases.phase("weights"):
@@ -322,7 +345,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                     self.algorithm)
             engine_metrics.log_stats(self.accelerator, sink, stats)
         else:
-            with log_z_capture:
+            with log_z_capture, critic_capture:
                 logps, entropy, aux_loss = self.per_token_logps(
                     model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             advantages = inputs["advantages"]
@@ -338,6 +361,12 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             logps, old, advantages, mask, ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy,
             importance_weights=is_weights, log_z=log_z, entropy_mask=entropy_mask), self.loss_config)
         loss = loss * self._accumulation_scale(inputs, mask, mode)
+        if self.critic is not None:  # PPO: the critic's value loss joins the backward pass
+            critic_agg = self.critic.config.loss_agg or self.loss_config.agg
+            value_loss, value_stats = self.critic.loss(inputs, critic_agg, self.loss_config.max_response_length)
+            loss = loss + value_loss * self._accumulation_scale(inputs, inputs["value_mask"], mode, critic_agg,
+                                                                inputs["num_value_items"])
+            metrics.update(value_stats)
         if self.aux_loss_enabled:  # MoE load balancing, scaled for accumulation as TRL does
             loss = loss + self.router_aux_loss_coef * aux_loss / (
                 self.current_gradient_accumulation_steps if mode == "train" else 1.0)
@@ -358,18 +387,21 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         engine_metrics.log_loss(self.accelerator, sink, metrics, loss.device)
         return loss
 
-    def _accumulation_scale(self, inputs, mask, mode) -> float | torch.Tensor:
+    def _accumulation_scale(self, inputs, mask, mode, agg: str | None = None,
+                            items: torch.Tensor | None = None) -> float | torch.Tensor:
         """Factor turning one micro-batch's loss into its share of the update's loss.
 
         token-mean: the mean over all tokens of the accumulation window on all processes (DDP
         averages gradients over processes), estimated like TRL's own token-level normaliser;
         sequence modes: equal-sized micro-batches, so dividing by the accumulation steps is exact.
+        agg / items: another loss's aggregation and round-level item count (PPO's value loss).
         """
         if mode != "train":
             return 1.0
         steps = self.current_gradient_accumulation_steps
-        if self.loss_config.agg == "token-mean":
-            window_tokens = inputs["num_items_in_batch"].clamp(min=1.0) * steps / self.args.steps_per_generation
+        if (agg or self.loss_config.agg) == "token-mean":
+            items = inputs["num_items_in_batch"] if items is None else items
+            window_tokens = items.clamp(min=1.0) * steps / self.args.steps_per_generation
             return mask.sum() * self.accelerator.num_processes / window_tokens
         return 1.0 / steps
 
@@ -409,7 +441,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         settings = dataclasses.asdict(self.algorithm)
         if not spec.needs_hidden and self.algorithm.name != "resrl":
             settings.pop("resrl")
-        for name in ("nthr", "flowrl", "gigpo", "empg"):
+        for name in ("nthr", "flowrl", "gigpo", "empg", "ppo"):
             if name != self.algorithm.name.split("-")[0]:
                 settings.pop(name, None)
         lines = [text, "", MODEL_CARD_SECTION, "",
@@ -417,6 +449,9 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                  f"**{self.algorithm.name}** (policy loss: {spec.policy_loss}).", "", "Algorithm settings:", "",
                  "```json", json.dumps(settings, indent=1, default=str), "```", "", "Loss settings:", "", "```json",
                  json.dumps(dataclasses.asdict(self.loss_config), indent=1, default=str), "```", ""]
+        if self.critic is not None:
+            lines += ["Critic settings:", "", "```json", json.dumps(dataclasses.asdict(self.critic.config), indent=1,
+                                                                   default=str), "```", ""]
         with open(path, "w", encoding="utf-8") as f:
             f.write("\n".join(lines))
 
@@ -424,12 +459,14 @@ class ResRLTrainer(trl_compat.GRPOHooks):
 
     def write_checkpoint(self, model, trial, write) -> None:
         """TRL/HF's checkpoint (`write`: model, optimiser, scheduler, RNG states, trainer state), the
-        engine's own state (the refill stream's position) and FlowRL's log Z head, published
+        engine's own state (the refill stream's position), FlowRL's log Z head and PPO's critic, published
         atomically (engines/checkpoints.py). Every process calls it."""
         def add_files(checkpoint_dir: str) -> None:
             write_engine_state(checkpoint_dir, self.engine_state())
             if self.flowrl_head is not None:
                 self.flowrl_head.save(checkpoint_dir)
+            if self.critic is not None:
+                self.critic.save(checkpoint_dir)
 
         save_atomically(self.args, self.accelerator, self.state.global_step, write, add_files)
 
@@ -447,6 +484,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                                "dynamic sampling refills from the stream's start, not where the run left it", path)
         if self.flowrl_head is not None:
             self.flowrl_head.load(path)
+        if self.critic is not None:
+            self.critic.load(path)
 
 
 def _phase_callback_base():

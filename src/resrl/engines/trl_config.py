@@ -19,6 +19,8 @@ Fields, besides GRPOConfig's (engines/trl_fields.py says what becomes of each of
     resrl_<name>        ResRLConfig (rank, pos_scale = λ_pos, quantile_low / quantile_high,
                         hidden_alignment, weighting, preset, ...)
     nthr_<name>         NTHRConfig;  flowrl_<name> FlowRLConfig;  gigpo_<name> / empg_<name> (step layout)
+    ppo_<name>          PPOConfig (GAE's gamma, lam, ...);  critic_<name> CriticConfig (PPO's value model:
+                        trunk, learning_rate, value_clip, warmup_steps, ...)
     loss_<name>         LossConfig settings TRL has no field for (agg, dual_clip_c, kl_estimator,
                         entropy_coef, max_response_length, flowrl_*)
 
@@ -46,12 +48,15 @@ from resrl.core.loss import LossConfig
 from resrl.core.negative_weighting import NTHRConfig
 from resrl.core.registry import AlgorithmConfig
 from resrl.core.resrl_config import ResRLConfig
+from resrl.core.gae import PPOConfig
 from resrl.core.step_advantages import EMPGConfig, GiGPOConfig
+from resrl.core.value import CriticConfig
 
-__all__ = ["ResRLGRPOConfig", "FLAT_FIELDS"]
+__all__ = ["ResRLGRPOConfig", "FLAT_FIELDS", "CRITIC_FIELDS"]
 
 # nested AlgorithmConfig sections -> field prefix
-_NESTED = {"resrl": ResRLConfig, "nthr": NTHRConfig, "flowrl": FlowRLConfig, "gigpo": GiGPOConfig, "empg": EMPGConfig}
+_NESTED = {"resrl": ResRLConfig, "nthr": NTHRConfig, "flowrl": FlowRLConfig, "gigpo": GiGPOConfig, "empg": EMPGConfig,
+           "ppo": PPOConfig}
 # AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (engines/trl_fields.MAPPED_TARGETS)
 _ALGORITHM_VIA_TRL = {"name", "scale_rewards"}
 _LOSS_VIA_TRL = {"clip_eps_low", "clip_eps_high", "kl_coef", "importance_sampling_level", "top_entropy_quantile"}
@@ -80,6 +85,10 @@ def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
 
 
 FLAT_FIELDS = _flat_fields()
+# PPO's critic (resrl.core.value.CriticConfig; ResRLTrainer's `critic`): critic_<name>
+CRITIC_FIELDS = {f"critic_{f.name}": (f.name, typing.get_type_hints(CriticConfig)[f.name],
+                                      f"CriticConfig.{f.name} (default {f.default!r})")
+                 for f in dataclasses.fields(CriticConfig)}
 
 
 @dataclass
@@ -110,7 +119,9 @@ def _optional(tp):
 ResRLGRPOConfig = dataclasses.make_dataclass(
     "ResRLGRPOConfig",
     [(name, _optional(tp), field(default=None, metadata={"help": f"{help_}; None: the algorithm's default"}))
-     for name, (_, _, tp, help_) in FLAT_FIELDS.items()],
+     for name, (_, _, tp, help_) in FLAT_FIELDS.items()]
+    + [(name, _optional(tp), field(default=None, metadata={"help": f"{help_}; None: its default"}))
+       for name, (_, tp, help_) in CRITIC_FIELDS.items()],
     bases=(_ResRLGRPOConfigBase,),
     namespace={"__doc__": __doc__, "__module__": __name__},
 )
@@ -131,6 +142,11 @@ def _resrl_settings(self) -> tuple[dict, dict]:
     return algorithm, loss
 
 
+def _critic_settings(self) -> dict:
+    """The CriticConfig settings this config gives (critic_<name> fields that are not None)."""
+    return {key: getattr(self, name) for name, (key, _, _) in CRITIC_FIELDS.items() if getattr(self, name) is not None}
+
+
 def _post_init(self):
     _ResRLGRPOConfigBase.__post_init__(self)
     from resrl.core.registry import ALGORITHMS
@@ -140,4 +156,5 @@ def _post_init(self):
 
 
 ResRLGRPOConfig.resrl_settings = _resrl_settings
+ResRLGRPOConfig.critic_settings = _critic_settings
 ResRLGRPOConfig.__post_init__ = _post_init

@@ -12,6 +12,8 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
                 resrl: ResRLConfig, nthr: NTHRConfig, flowrl: FlowRLConfig, gigpo / empg:
                 resrl.core.step_advantages)
     loss:       resrl.core.loss.LossConfig (keys not given take the algorithm's defaults)
+    critic:     resrl.core.value.CriticConfig: PPO's value model (algorithm.name: ppo; its GAE
+                settings are algorithm.ppo: resrl.core.gae.PPOConfig)
     train:      batch shape, optimiser, sampling, seed, steps
     engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
                 (the hidden-state alignment is algorithm.resrl.hidden_alignment, spec §2)
@@ -178,6 +180,10 @@ class CheckpointSection:
 
 def _core_section(name: str):
     """The core's own dataclasses double as config sections, so the YAML keys are the core's."""
+    if name == "critic":
+        from resrl.core.value import CriticConfig
+
+        return CriticConfig
     if name == "algorithm":
         from resrl.core.registry import AlgorithmConfig
 
@@ -297,6 +303,7 @@ class TrainConfig:
     reward: RewardSection = field(default_factory=RewardSection)
     algorithm: Any = None  # resrl.core.registry.AlgorithmConfig
     loss: Any = None  # resrl.core.loss.LossConfig (after the algorithm's defaults)
+    critic: Any = None  # resrl.core.value.CriticConfig (read by algorithms with a critic: ppo)
     train: TrainSection = field(default_factory=TrainSection)
     engine: EngineSection = field(default_factory=EngineSection)
     env: EnvSection = field(default_factory=EnvSection)
@@ -309,6 +316,8 @@ class TrainConfig:
             self.algorithm = _core_section("algorithm")()
         if self.loss is None:
             self.loss = resolve_loss(self.algorithm.name, {})
+        if self.critic is None:
+            self.critic = _core_section("critic")()
 
     # -- derived batch shape -------------------------------------------------------------------
     @property
@@ -510,7 +519,7 @@ def config_from_dict(data: dict) -> TrainConfig:
             raise ConfigError(f"unknown config section '{key}' (valid: {', '.join(sorted(known))})")
     sections = {}
     for f in dataclasses.fields(TrainConfig):
-        if f.name in ("algorithm", "loss", "trl") or f.name not in data:
+        if f.name in ("algorithm", "loss", "critic", "trl") or f.name not in data:
             continue
         sections[f.name] = from_dict(_SECTION_TYPES[f.name], data[f.name] or {}, prefix=f"{f.name}.")
     from resrl.core.registry import ALGORITHMS
@@ -536,10 +545,14 @@ def config_from_dict(data: dict) -> TrainConfig:
         raise ConfigError(f"config key 'algorithm.resrl.preset': {exc}") from exc
     algorithm = from_dict(_core_section("algorithm"), given_algorithm, prefix="algorithm.")
     loss = from_dict(_core_section("loss"), given_loss, prefix="loss.")
+    critic = from_dict(_core_section("critic"), data.get("critic") or {}, prefix="critic.")
+    if data.get("critic") and not ALGORITHMS[name].needs_values:
+        logger.warning("config section 'critic' is read by algorithms with a critic (ppo) only; algorithm.name is "
+                       "%r: its keys (%s) have no effect", name, ", ".join(sorted(data["critic"])))
     trl = data.get("trl") or {}
     if not isinstance(trl, dict):
         raise ConfigError(f"config section 'trl' must be a mapping of trl.GRPOConfig fields, got {trl!r}")
-    return TrainConfig(algorithm=algorithm, loss=loss, trl=dict(trl), **sections)
+    return TrainConfig(algorithm=algorithm, loss=loss, critic=critic, trl=dict(trl), **sections)
 
 
 _SECTION_TYPES = {

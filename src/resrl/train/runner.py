@@ -289,7 +289,14 @@ def _build_trainer(trainer_class, model, reward, args, train_dataset, tokenizer,
         rollout_func=rollout_func,
         step_rollout=step_rollout,
         phase_times=config.log.phase_times,
+        critic=config.critic if _needs_critic(config) else None,
     )
+
+
+def _needs_critic(config: TrainConfig) -> bool:
+    from resrl.core.registry import get_algorithm
+
+    return get_algorithm(config.algorithm.name).needs_values
 
 
 def _multi_turn(config: TrainConfig, train_dataset):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from resrl.errors import InputError
 
 # the config sections a variant may set besides `algorithm` (resrl.train.config.TrainConfig)
-SECTIONS = ("model", "data", "reward", "loss", "train", "engine", "env", "log", "checkpoint", "trl")
+SECTIONS = ("model", "data", "reward", "loss", "critic", "train", "engine", "env", "log", "checkpoint", "trl")
 
 
 @dataclass(frozen=True)
