@@ -4,6 +4,7 @@
     python scripts/plant_learning_bugs.py                  # every plant (about 1 min each on one core)
     python scripts/plant_learning_bugs.py --list
     python scripts/plant_learning_bugs.py sign-half-rows old-logps-wrong-rows
+    python scripts/plant_learning_bugs.py -k ppo gae-sign   # only the checks pytest's -k selects
 
 Nothing in the working tree changes. A plant is a text replacement anchored on one source line;
 when a refactor moves that line, the script says which anchor it cannot find (update it here).
@@ -81,6 +82,24 @@ PLANTS = {
         '        old = inputs.get("old_per_token_logps")\n'
         '        old = old.roll(1, 0) if old is not None else None  # PLANT',
         "old log-probs from the wrong rows (rolled by one row in the loss)"),
+    # PPO (resrl.core.gae, resrl.engines.critic)
+    "gae-reward-late": (
+        "resrl/core/gae.py", "    out[has.nonzero(as_tuple=True)[0], last[has]] = rewards.to(torch.float64)[has]",
+        "    out[has.nonzero(as_tuple=True)[0], (last[has] + 1).clamp(max=T - 1)] = rewards.to(torch.float64)[has]"
+        "  # PLANT",
+        "PPO: GAE off by one, the sequence reward on the position after the last valid token"),
+    "gae-sign": (
+        "resrl/core/gae.py", "    out = (x.to(torch.float64) - mean) * torch.rsqrt(var + WHITEN_EPS)",
+        "    out = (mean - x.to(torch.float64)) * torch.rsqrt(var + WHITEN_EPS)  # PLANT",
+        "PPO: the whitened advantages' sign flipped (every row)"),
+    "gae-chain-breaks-at-env-tokens": (
+        "resrl/core/gae.py", "        next_adv = torch.where(valid, a_t, next_adv)",
+        "        next_adv = torch.where(valid, a_t, torch.zeros_like(a_t))  # PLANT",
+        "PPO: the GAE chain reset at every masked position (multi-turn: no credit across a tool answer)"),
+    "critic-token-alignment": (
+        "resrl/engines/critic.py", '        return self.head(align_response_hidden(states, C, "predicting"))',
+        '        return self.head(align_response_hidden(states, C, "token"))  # PLANT',
+        "PPO: the separate critic's value of token t read after token t (a baseline that sees the action)"),
 }
 
 # the line each check prints (pytest's progress characters may precede it)
@@ -100,10 +119,11 @@ def planted_copy(name: str, into: Path) -> Path:
     return src
 
 
-def run_checks(src: Path) -> list[tuple[str, str, float, float, float]]:
+def run_checks(src: Path, select: str | None = None) -> list[tuple[str, str, float, float, float]]:
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider",
-                           "tests/test_learning.py"], cwd=ROOT, env=env, capture_output=True, text=True)
+                           "tests/test_learning.py", *(["-k", select] if select else [])],
+                          cwd=ROOT, env=env, capture_output=True, text=True)
     rows = []
     for line in proc.stdout.splitlines():
         m = LINE.search(line.strip())
@@ -118,6 +138,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("plants", nargs="*", help=f"plants to run (default all): {', '.join(PLANTS)}")
     parser.add_argument("--list", action="store_true", help="list the plants and exit")
+    parser.add_argument("-k", dest="select", default=None, help="run only the checks pytest -k selects (e.g. ppo)")
     args = parser.parse_args(argv)
     if args.list:
         for name, (rel, _, _, what) in PLANTS.items():
@@ -129,7 +150,7 @@ def main(argv=None) -> int:
     undetected = []
     for name in args.plants or list(PLANTS):
         with tempfile.TemporaryDirectory(prefix=f"plant-{name}-") as tmp:
-            rows = run_checks(planted_copy(name, Path(tmp)))
+            rows = run_checks(planted_copy(name, Path(tmp)), args.select)
         failed = [f"{layout}/{algo} {end:.3f} < {thr}" for layout, algo, _, end, thr in rows if end < thr]
         passed = [f"{layout}/{algo} {end:.3f}" for layout, algo, _, end, thr in rows if end >= thr]
         print(f"{name}: {len(failed)} of {len(rows)} checks fail — {PLANTS[name][3]}")

@@ -102,7 +102,8 @@ def test_registry_has_every_algorithm_and_all_return_token_advantages():
                               torch.randint(0, 20, (B, T), generator=g), 8)
     for name, spec in ALGORITHMS.items():
         inputs = AdvantageInputs(rewards, groups, mask, hidden if spec.needs_hidden else None,
-                                 head=head if spec.needs_head else None)
+                                 head=head if spec.needs_head else None,
+                                 values=torch.randn(B, T, generator=g) if spec.needs_values else None)
         if spec.step_level:  # gigpo, empg: need the step layout's tags (tests/test_core_step_advantages.py)
             with pytest.raises(ValueError, match="step layout"):
                 compute_token_advantages(inputs, AlgorithmConfig(name=name, passk_k=2))
@@ -126,7 +127,7 @@ def test_registry_resrl_equals_core_call_and_errors():
     with pytest.raises(ValueError, match="hidden states"):
         compute_token_advantages(AdvantageInputs(rewards, groups, mask), cfg)
     with pytest.raises(ValueError, match="unknown"):
-        AlgorithmConfig(name="ppo")
+        AlgorithmConfig(name="reinforce-plus-plus")
     with pytest.raises(ValueError, match="max_response_length"):
         AlgorithmConfig(overlong_buffer=4)
     with pytest.raises(ValueError, match="NaN"):

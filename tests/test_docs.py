@@ -128,14 +128,16 @@ def test_the_built_site_loads_nothing_from_the_network(site):
 
 def _config_keys() -> tuple[dict[str, dataclasses.Field], set[str]]:
     """Every dotted key of TrainConfig, walked here independently of the docs hook: annotations,
-    with `algorithm` / `loss` (annotated Any) resolved to the core's dataclasses."""
+    with `algorithm` / `loss` / `critic` (annotated Any) resolved to the core's dataclasses."""
     from resrl.core.flowrl import FlowRLConfig
     from resrl.core.loss import LossConfig
     from resrl.core.registry import AlgorithmConfig
     from resrl.core.resrl_config import ResRLConfig
     import resrl.train.config as config_module
 
-    untyped = {"algorithm": AlgorithmConfig, "loss": LossConfig}
+    from resrl.core.value import CriticConfig
+
+    untyped = {"algorithm": AlgorithmConfig, "loss": LossConfig, "critic": CriticConfig}
     keys: dict[str, dataclasses.Field] = {}
     sections: set[str] = set()
     reached: set[type] = set()
@@ -155,7 +157,7 @@ def _config_keys() -> tuple[dict[str, dataclasses.Field], set[str]]:
     walk(config_module.TrainConfig, "")
     every = {obj for obj in vars(config_module).values() if isinstance(obj, type) and dataclasses.is_dataclass(obj)
              and obj.__module__ == config_module.__name__}
-    every |= {AlgorithmConfig, LossConfig, ResRLConfig, FlowRLConfig}
+    every |= {AlgorithmConfig, LossConfig, ResRLConfig, FlowRLConfig, CriticConfig}
     assert every <= reached, f"config dataclasses not reachable from TrainConfig: {every - reached}"
     return keys, sections
 

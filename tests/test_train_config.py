@@ -33,7 +33,7 @@ def check(overrides_, **validate):
     (["train.learning_rate=fast"], "train.learning_rate"),
     (["log.report_to=tensorboard"], "log.report_to"),
     (["algorithm.resrl.rank=0"], "algorithm.resrl.rank"),
-    (["algorithm.name=ppo"], "algorithm.name"),
+    (["algorithm.name=reinforce-plus-plus"], "algorithm.name"),
     (["loss.agg=mean"], "loss.agg"),
     (["engine.resrl_mode=fast"], "engine.resrl_mode"),
     (["train.rollout_prompts=3", "train.group_size=4", "train.micro_batch_size=8"], "train.micro_batch_size"),

@@ -40,7 +40,9 @@ def test_every_registry_algorithm_is_offered_or_refused_with_a_reason():
     kinds = {name: e.kind for name, e in cat.items()}
     assert kinds == {"grpo": "verl", "drgrpo": "verl", "dapo": "verl", "psr": "estimator", "nsr": "estimator",
                      "w-reinforce": "estimator", "passk": "estimator", "resrl": "trainer", "nthr": "refused",
-                     "flowrl": "refused", "gigpo": "refused", "gigpo-resrl": "refused", "empg": "refused"}
+                     "flowrl": "refused", "gigpo": "refused", "gigpo-resrl": "refused", "empg": "refused",
+                     "ppo": "verl"}
+    assert "adv_estimator=gae" in cat["ppo"].how and "critic" in cat["ppo"].how
     assert "head" in cat["nthr"].how and "resrl train algorithm.name=nthr" in cat["nthr"].how
     assert "loss" in cat["flowrl"].how and "step layout" in cat["gigpo"].how
     assert plugin_estimators() == ("psr", "nsr", "w_reinforce", "resrl", "passk")

@@ -99,8 +99,9 @@ def run_diagnose(cfg: DiagnoseConfig) -> dict:
 
     cfg.validate()
     resrl_cfg = ResRLConfig(**cfg.resrl)
-    # (step-level algorithms — gigpo, empg — need agent trajectories, not single responses)
-    single = tuple(a for a, spec in ALGORITHMS.items() if not spec.step_level)
+    # (step-level algorithms — gigpo, empg — need agent trajectories, not single responses; ppo needs a
+    # trained critic's values, which one measured step does not have)
+    single = tuple(a for a, spec in ALGORITHMS.items() if not spec.step_level and not spec.needs_values)
     algorithms = tuple(cfg.lld_algorithms) if cfg.lld_algorithms else single
     for a in algorithms:
         if a not in single:

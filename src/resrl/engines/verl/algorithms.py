@@ -36,6 +36,9 @@ VERL_OWN = {
               "actor_rollout_ref.actor.loss_agg_mode=seq-mean-token-sum-norm (veRL's own Dr.GRPO settings)",
     "dapo": "veRL's DAPO recipe (recipe/dapo: clip-higher 0.2/0.28, token-mean, dynamic sampling with "
             "algorithm.filter_groups, the overlong buffer) with algorithm.adv_estimator=grpo",
+    "ppo": "algorithm.adv_estimator=gae with veRL's own critic and GAE (critic.model.path, critic.optim.lr, "
+           "critic.cliprange_value, algorithm.gamma / algorithm.lam, trainer.critic_warmup): veRL's critic worker "
+           "trains the value model; resrl's critic (resrl.engines.critic) is the TRL engine's",
 }
 
 # reasons that need words beyond what the spec says
@@ -101,7 +104,7 @@ def plugin_estimators() -> tuple[str, ...]:
 # -- the reward-only estimators ---------------------------------------------------------------------
 
 ALGORITHM_KEYS = {f.name for f in fields(AlgorithmConfig)
-                   if f.name not in ("name", "resrl", "flowrl", "nthr", "gigpo", "empg")}
+                   if f.name not in ("name", "resrl", "flowrl", "nthr", "gigpo", "empg", "ppo")}
 
 
 def _options(config) -> dict:
