@@ -55,6 +55,17 @@ def test_two_process_update_equals_single_process(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+def test_two_process_ppo_keeps_the_critic_in_sync_and_whitens_over_both(tmp_path):
+    """PPO's separate critic is outside DDP: its gradients are averaged over the processes, and the
+    advantages are whitened over both processes' rows (see dist_ppo_script.py)."""
+    model_dir = build_small_model(tmp_path / "model")
+    out = launch(HERE / "dist_ppo_script.py", model_dir, str(tmp_path / "run"))
+    for name in ("world", "critic-synced", "critic-trained", "whitened-over-both", "not-vacuous", "metrics"):
+        assert f"CHECK {name} ok" in out, f"check {name} missing or failed:\n" + out[-4000:]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
 def test_two_process_flowrl_keeps_the_log_z_head_in_sync(tmp_path):
     model_dir = build_small_model(tmp_path / "model")
     out = launch(HERE / "dist_flowrl_script.py", model_dir, str(tmp_path / "run"))

@@ -253,3 +253,18 @@ def test_checkpoint_holds_the_critic_and_a_checkpoint_without_it_is_refused(mode
                      resume=str(ckpt))
     card = json.dumps(cfg.to_dict())
     assert '"critic"' in card
+
+
+def test_step_padding_rows_are_not_regressed():
+    """The step layout pads a round to a multiple of the micro-batches with copies of row 0: the critic's
+    value_mask is zeroed on them as the loss mask is (else row 0's value would count twice)."""
+    from resrl.engines.steps import pad_rows
+
+    B, C = 3, 4
+    batch = {"completion_ids": torch.ones(B, C, dtype=torch.long), "completion_mask": torch.ones(B, C),
+             "advantages": torch.ones(B, C), "value_mask": torch.ones(B, C, dtype=torch.bool),
+             "old_values": torch.randn(B, C), "returns": torch.randn(B, C), "group_index": torch.arange(B)}
+    padded, extra = pad_rows(batch, 2)
+    assert extra == 1 and padded["value_mask"].shape[0] == 4
+    assert padded["value_mask"][:B].all() and not padded["value_mask"][B:].any()
+    assert not padded["completion_mask"][B:].any()

@@ -150,6 +150,21 @@ def test_resume_is_exact_after_every_checkpoint_single_turn(model_dir, tmp_path,
                  tmp_path, recorder, max_steps=8, steps_per_epoch=4)
 
 
+def test_resume_is_exact_after_every_checkpoint_ppo(model_dir, tmp_path, recorder):
+    """PPO: the critic (separate trunk) and its AdamW state are in every checkpoint, and its warm-up
+    (3 updates, across checkpoints) resumes where it was: every metric, the critic's included, and the
+    final weights bit for bit."""
+    full, _ = _check_chain(_single_turn_config(model_dir, "algorithm.name=ppo", "critic.warmup_steps=3"),
+                           lambda: dict(train_dataset=toy_dataset(), reward_fn=length_reward),
+                           tmp_path, recorder, max_steps=8, steps_per_epoch=4)
+    logged = _logged(tmp_path / "full")
+    assert [m["critic/warmup"] for m in logged] == [1.0] * 3 + [0.0] * 5
+    assert all("critic/value_loss" in m and "critic/explained_variance" in m for m in logged)
+    critic = load_file(tmp_path / "chain" / "checkpoint-8" / "critic.safetensors")
+    full_critic = load_file(tmp_path / "full" / "checkpoint-8" / "critic.safetensors")
+    assert [k for k in full_critic if not torch.equal(full_critic[k], critic[k])] == []
+
+
 def test_resume_is_exact_after_every_checkpoint_dynamic_sampling(model_dir, tmp_path, recorder):
     full, _ = _check_chain(_single_turn_config(model_dir, "engine.dynamic_sampling=true"),
                            lambda: dict(train_dataset=toy_dataset(), reward_fn=length_reward),
