@@ -95,7 +95,8 @@ CRITIC_FIELDS = {f"critic_{f.name}": (f.name, typing.get_type_hints(CriticConfig
 class _ResRLGRPOConfigBase(GRPOConfig):
     algorithm: str = field(default="grpo", metadata={
         "help": "The algorithm (resrl.core.registry.ALGORITHMS): grpo, drgrpo, dapo, psr, nsr, w-reinforce, resrl, "
-                "nthr, passk, flowrl, ... Its loss / reward defaults apply as in `resrl train`."})
+                "nthr, passk, flowrl, ppo (with a critic: critic_* fields), ... Its loss / reward defaults apply as in "
+                "`resrl train`."})
     resrl_mode: str = field(default="auto", metadata={
         "help": "How ResRL's hidden states are collected: auto | aligned | extra-pass."})
     dynamic_sampling: bool | None = field(default=None, metadata={
