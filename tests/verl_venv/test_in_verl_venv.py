@@ -184,3 +184,36 @@ def test_refused_algorithms_raise_their_reason_through_verl():
         with pytest.raises(ValueError, match="the resrl veRL plugin does not run"):
             fn(token_level_rewards=tlr, response_mask=mask, index=uids, config=None)
     assert "head" in verl_catalog()["nthr"].how
+
+
+def test_resrl_gae_and_value_loss_equal_verls_own():
+    """PPO: resrl.core.gae (the TRL engine's GAE, whitening and returns) and resrl.core.value (the clipped
+    value loss) against veRL's compute_gae_advantage_return / compute_value_loss, on masks with holes
+    (a multi-turn trajectory's environment tokens, which veRL's GAE skips as resrl's does)."""
+    from resrl.core.gae import PPOConfig, ppo_targets
+    from resrl.core.value import value_loss
+
+    g = torch.Generator().manual_seed(0)
+    B, T = 12, 10
+    mask = (torch.rand(B, T, generator=g) < 0.7).float()
+    mask[:, 0] = 1.0
+    lengths = torch.randint(3, T + 1, (B,), generator=g)
+    mask = mask * (torch.arange(T)[None] < lengths[:, None]).float()    # right padding after holes
+    last = (torch.arange(T)[None] * mask).argmax(dim=1)
+    rewards = torch.randn(B, generator=g)
+    token_level_rewards = torch.zeros(B, T)
+    token_level_rewards[torch.arange(B), last] = rewards                 # veRL: the score on the last token
+    values = torch.randn(B, T, generator=g)
+    for gamma, lam in ((1.0, 1.0), (0.99, 0.95), (0.9, 0.0)):
+        adv, ret = core_algos.compute_gae_advantage_return(token_level_rewards, values, mask, gamma, lam)
+        ours = ppo_targets(rewards, values, mask.bool(), PPOConfig(gamma=gamma, lam=lam))
+        m = mask.bool()
+        torch.testing.assert_close(ours.advantages[m], adv[m], atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(ours.returns[m], ret[m], atol=1e-5, rtol=1e-5)
+    vpreds = values + 0.8 * torch.randn(B, T, generator=g)
+    vf, clipfrac = core_algos.compute_value_loss(vpreds, ret, values, mask, cliprange_value=0.5,
+                                                 loss_agg_mode="token-mean")
+    loss, stats = value_loss(vpreds, values, ret, mask.bool(), 0.5, "token-mean")
+    assert float(loss) == pytest.approx(float(vf), rel=1e-5)
+    assert stats["critic/value_clip_frac"] == pytest.approx(float(clipfrac), rel=1e-5)
+    assert 0 < float(clipfrac) < 1
