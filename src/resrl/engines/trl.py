@@ -65,6 +65,7 @@ import torch
 from accelerate.utils import is_peft_model
 
 from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate
+from resrl.core.value import CriticConfig
 from resrl.core.registry import (AdvantageInputs, AlgorithmConfig, captured_states, compute_token_advantages,
                                  get_algorithm)
 from resrl.engines import metrics as engine_metrics
@@ -124,7 +125,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     def __init__(self, *args, algorithm: AlgorithmConfig | str | None = None, loss_config: LossConfig | None = None,
                  resrl_mode: str | None = None, dynamic_sampling: bool | None = None,
                  max_refill_rounds: int | None = None, step_rollout: StepRolloutConfig | None = None,
-                 phase_times: bool = False, critic=None, **kwargs):
+                 phase_times: bool = False, critic: CriticConfig | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.phases = PhaseTimer(phase_times, self.accelerator.device)
         if phase_times:
@@ -196,8 +197,6 @@ class ResRLTrainer(trl_compat.GRPOHooks):
 
     def _build_critic(self, critic, spec) -> Critic | None:
         """PPO's critic (engines/critic.py) when the algorithm needs one; settings given otherwise are refused."""
-        from resrl.core.value import CriticConfig
-
         given = getattr(self.args, "critic_settings", lambda: {})()
         if critic is not None and given:
             raise ValueError(f"ResRLGRPOConfig sets critic settings ({', '.join(sorted(given))}) and a CriticConfig "
