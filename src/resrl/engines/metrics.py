@@ -10,8 +10,9 @@ Names: a TRL dashboard's keep their TRL meaning, resrl's extras sit beside them,
         of each micro-batch), and the headline per-token means `entropy` and `kl`
     resrl's extras: `accuracy` (reward > correct_threshold), the loss's other terms as `loss/<name>`
         (pg_loss, the entropy and KL aggregated like the loss, dual_clip_frac, approx_kl, ratio_mean),
-        the core's advantage statistics as `resrl/<name>` (or their own `prefix/name`) — on every
-        logged step, NaN when undefined (no group with a correct response: no ω) — and
+        the core's advantage statistics as `resrl/<name>` (or their own `prefix/name`, PPO's critic:
+        `critic/<name>`) — on every logged step, NaN when undefined (no group with a correct
+        response: no ω; returns that do not vary: no explained variance) — and
         `completions/update_rows` once per optimiser update.
 """
 
@@ -28,7 +29,7 @@ TRL_LOSS_NAMES = {"clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "cli
                   "clip_frac": "clip_ratio/region_mean", "clip_frac_low_seq_min": "clip_ratio/low_min",
                   "clip_frac_high_seq_max": "clip_ratio/high_max"}
 # metrics logged as NaN (not dropped) when a logging window has no defined value
-NAN_LOGGED_PREFIX = "resrl/"
+NAN_LOGGED_PREFIX = ("resrl/", "critic/")  # (critic/: PPO's explained variance, NaN when the returns do not vary)
 UPDATE_ROWS = "completions/update_rows"
 
 
