@@ -212,11 +212,10 @@ def test_critic_config_keys_and_errors(model_dir, tmp_path, caplog):
     from resrl.train.variants import parse_variant
 
     assert parse_variant("ppo/critic.learning_rate=1e-3").overrides == ("critic.learning_rate=1e-3",)
-    # a demo method is a variant label: the math demo's training config carries the critic's settings
-    from resrl.demo.config import DemoConfig
-    from resrl.experiments.demo import train_config as demo_train_config
+    # a demo method is a variant label: its training config (every experiment kind's) carries the critic's settings
+    from resrl.experiments.method import training_config
 
-    demo = demo_train_config(DemoConfig.quick(), "ppo/critic.trunk=shared/algorithm.ppo.lam=0.9", tmp_path / "demo")
+    demo = training_config({}, "ppo/critic.trunk=shared/algorithm.ppo.lam=0.9", tmp_path / "demo")
     assert (demo.algorithm.name, demo.critic.trunk, demo.algorithm.ppo.lam) == ("ppo", "shared", 0.9)
 
 
