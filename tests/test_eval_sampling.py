@@ -67,6 +67,29 @@ def test_a_jobs_sample_does_not_depend_on_its_batch(tiny):
     assert [x.text for x in other_seed(jobs)] != together
 
 
+def test_a_split_under_a_new_name_draws_its_old_names_samples(tiny, tmp_path):
+    """Dev evaluations are recorded as "dev split" but seeded by the name 0.2 gave them ("held-out split",
+    resrl.experiments.method.SEED_NAMES), so documented dev numbers reproduce sample for sample."""
+    from resrl.data.problem import Problem
+    from resrl.eval.runner import EvalConfig
+    from resrl.experiments.method import DEV_SPLIT, HELD_OUT, SEED_NAMES, run_evaluation
+
+    model, tok = tiny
+    problems = [Problem(id=str(i), prompt=f"{i}+{i + 1}=", answer=str(2 * i + 1), data_source="t") for i in range(4)]
+    cfg = EvalConfig(n=3, temperature=1.0, top_p=0.95, max_new_tokens=6, use_chat_template=False, progress=False)
+
+    def texts(benchmark, out):
+        run_evaluation(model, tok, problems, cfg, out, benchmark=benchmark)
+        return [r["completion"] for r in map(__import__("json").loads, (out / "samples.jsonl").read_text().splitlines())
+                if r["benchmark"] == benchmark]
+
+    held_out, dev = texts(HELD_OUT, tmp_path / "held"), texts(DEV_SPLIT, tmp_path / "dev")
+    assert SEED_NAMES[DEV_SPLIT] == HELD_OUT
+    assert dev == held_out and len(set(held_out)) > 1   # the same draws, and they are draws (not all equal)
+    # the seed name is what decides: another name draws other samples
+    assert texts("another split", tmp_path / "other") != held_out
+
+
 def test_one_meaning_of_correct_in_training_and_evaluation():
     from resrl.core import AlgorithmConfig
     from resrl.eval.runner import EvalConfig

@@ -30,12 +30,15 @@ class Sample:
 
 @dataclass
 class GenerationJob:
-    """One sample to draw: the rendered prompt text and where the result belongs."""
+    """One sample to draw: the rendered prompt text and where the result belongs. `seed_name`: the
+    name its sampling seed is derived from instead of `benchmark` (None: the benchmark's name), so a
+    split recorded under a new name can draw the samples it drew under its old one."""
 
     prompt: str
     benchmark: str = ""
     problem_id: str = ""
     sample_index: int = 0
+    seed_name: str | None = None
 
 
 Generator = Callable[[Sequence[GenerationJob]], list[Sample]]
@@ -145,7 +148,8 @@ class HFGenerator:
         if self.temperature > 0:
             from transformers import LogitsProcessorList
 
-            seeds = [_stable_seed(self.seed, j.benchmark, j.problem_id, j.sample_index) for j in jobs]
+            seeds = [_stable_seed(self.seed, j.benchmark if j.seed_name is None else j.seed_name, j.problem_id,
+                                   j.sample_index) for j in jobs]
             extra["logits_processor"] = LogitsProcessorList([PerSampleSampler(seeds, self.temperature, self.top_p)])
         from resrl.models.generation import model_defaults_hidden
 

@@ -181,7 +181,8 @@ def _load_model(model_or_dir, tokenizer):
 
 def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], config: EvalConfig | None = None,
              out_dir: str | Path | None = None, *, tokenizer=None, scorer=None,
-             generator: Generator | None = None, on_progress: Callable[[int], None] | None = None) -> dict:
+             generator: Generator | None = None, on_progress: Callable[[int], None] | None = None,
+             seed_names: dict[str, str] | None = None) -> dict:
     """Evaluate a model on several benchmarks; return the summary dict (also written to out_dir).
 
     model_or_dir: a local model directory or a loaded model (then pass `tokenizer`); may be None
@@ -190,7 +191,8 @@ def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], conf
     config's reward). generator: jobs -> samples, replaces model generation (tests, custom engines).
     on_progress(samples_done): the number of finished samples of this evaluation, resumed ones
     included, once before generating and after every batch (a caller's own progress display;
-    config.progress shows the built-in bar).
+    config.progress shows the built-in bar). seed_names: {benchmark: the name its samples' seeds are
+    derived from} (default: the benchmark's own name; see GenerationJob.seed_name).
     """
     config = config or EvalConfig()
     if not problems_by_benchmark:
@@ -224,7 +226,7 @@ def evaluate(model_or_dir, problems_by_benchmark: dict[str, list[Problem]], conf
             if pending_any:
                 score.warm_up()  # fork the scoring workers before tokenizers start threads
                 generator, tokenizer = _make_generator(model_or_dir, tokenizer, config)
-        jobs, answers = _pending_jobs(problems_by_benchmark, done, config, tokenizer)
+        jobs, answers = _pending_jobs(problems_by_benchmark, done, config, tokenizer, seed_names or {})
         report = None
         if on_progress is not None:
             already = sum(len(ps) for ps in problems_by_benchmark.values()) * config.n - len(jobs)
@@ -261,7 +263,7 @@ def _make_generator(model_or_dir, tokenizer, config: EvalConfig):
                        config.seed), tokenizer
 
 
-def _pending_jobs(problems_by_benchmark, done, config: EvalConfig, tokenizer):
+def _pending_jobs(problems_by_benchmark, done, config: EvalConfig, tokenizer, seed_names: dict[str, str]):
     """The samples still to draw, in (benchmark, problem, sample) order, and their answers."""
     jobs, answers = [], []
     for bench, problems in problems_by_benchmark.items():
@@ -278,7 +280,8 @@ def _pending_jobs(problems_by_benchmark, done, config: EvalConfig, tokenizer):
             else:  # a custom generator without a tokenizer gets the plain text
                 prompt = render_prompt(p, None, config.instruction, use_chat_template=False)
             for s in missing:
-                jobs.append(GenerationJob(prompt=prompt, benchmark=bench, problem_id=p.id, sample_index=s))
+                jobs.append(GenerationJob(prompt=prompt, benchmark=bench, problem_id=p.id, sample_index=s,
+                                          seed_name=seed_names.get(bench)))
                 answers.append(p.answer)
     return jobs, answers
 

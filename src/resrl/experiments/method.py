@@ -40,6 +40,10 @@ from resrl.experiments.layout import (HANDOFF_FILE, RESULT_FILE, TRAINED_FILE, c
 START = "warm start"  # the start's policy name in summary.json, whatever the kind (what --seeds pairs with)
 HELD_OUT = "held-out split"  # the benchmark name of an evaluation on the held-out split (records, plots)
 DEV_SPLIT = "dev split"      # ... on the dev split where `--grid` chooses (records before 0.3 say HELD_OUT)
+# the name each split's samples are seeded by (resrl.eval.runner.evaluate's seed_names): the dev split keeps
+# the seeds of the name 0.2 recorded it under, so its evaluations draw the same samples as before the rename
+# and the dev numbers documented from 0.2's runs reproduce sample for sample
+SEED_NAMES = {HELD_OUT: HELD_OUT, DEV_SPLIT: HELD_OUT}
 WARM_CHECK = "warm-start check"  # the supervised warm start's greedy stopping check (never written to disk)
 
 
@@ -256,7 +260,8 @@ def run_evaluation(model, tokenizer, problems: Sequence[Problem], config: EvalCo
     if scorer is None:
         from resrl.data.synthetic import chain_reward as scorer
     return runner_evaluate(model, {benchmark: list(problems)}, config, out_dir, tokenizer=tokenizer,
-                           scorer=scorer, on_progress=on_progress)
+                           scorer=scorer, on_progress=on_progress,
+                           seed_names={benchmark: SEED_NAMES.get(benchmark, benchmark)})
 
 
 def evaluate(model, tokenizer, problems: Sequence[Problem], config: EvalConfig, out_dir: str | Path | None = None,
@@ -284,6 +289,6 @@ def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalC
     return summary["benchmarks"][WARM_CHECK]["avg@1"]
 
 
-__all__ = ["START", "HELD_OUT", "DEV_SPLIT", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
+__all__ = ["START", "HELD_OUT", "DEV_SPLIT", "SEED_NAMES", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
            "reusable_training", "link_reused", "eval_dir", "split_label", "greedy_config", "evaluate",
            "greedy_accuracy", "run_evaluation"]
