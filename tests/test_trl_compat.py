@@ -255,6 +255,8 @@ def test_planted_signature_changes_are_seen():
         def _load_from_checkpoint(self, resume_from_checkpoint, model=None): ...
         def _get_train_sampler(self, dataset=None): ...
         def training_step(self, model, inputs, num_items_in_batch): ...
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
+                                  has_tool_images=False): ...
 
     problems = method_problems(Renamed)
     assert len(problems) == 3, problems
@@ -453,15 +455,15 @@ def test_generation_batch_has_the_keys_relied_on(misaligned):
     """A real round of TRL's _generate_and_score_completions: every key the engine reads, with
     old log-probs (misaligned round) and log π_ref (beta != 0)."""
     batch = misaligned.last_batch
-    assert missing_batch_keys(batch, [k for k in compat.TRL_BATCH_KEYS
-                                      if k not in ("importance_sampling_ratio", "tool_mask")]) == []
+    optional = ("importance_sampling_ratio", "tool_mask", "sampling_per_token_logps")  # vLLM / tools / recorded
+    assert missing_batch_keys(batch, [k for k in compat.TRL_BATCH_KEYS if k not in optional]) == []
     B, C = batch["completion_ids"].shape
     assert batch["completion_mask"].shape == (B, C) and batch["prompt_ids"].shape == batch["prompt_mask"].shape
     assert batch["old_per_token_logps"].shape == (B, C) and batch["ref_per_token_logps"].shape == (B, C)
     assert batch["num_items_in_batch"].dim() == 0
     # keys set only with vLLM / tools, read from the source
     source = inspect.getsource(GRPOTrainer._generate_and_score_completions)
-    for key in ("importance_sampling_ratio", "tool_mask"):
+    for key in optional:
         assert f'output["{key}"]' in source, key
 
 
@@ -478,7 +480,8 @@ def test_planted_renamed_batch_key_is_seen(model_dir, tmp_path, monkeypatch):
     trainer.model.train()
     batch = trainer._generate_and_score_completions([trainer.train_dataset[0]] * 4)
     assert missing_batch_keys(batch, compat.TRL_BATCH_KEYS) == [
-        "completion_mask", "old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio", "tool_mask"]
+        "completion_mask", "old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio",
+        "sampling_per_token_logps", "tool_mask"]
 
 
 # ---- 1. the order of calls within a training step ---------------------------------------------------------
