@@ -124,18 +124,32 @@ def test_paths_draw_the_same_tokens_as_hf_on_this_model(tiny):
 
 # ---- 2. the token distribution --------------------------------------------------------------------
 
-def _processed_probs(model, rows, completions, pad, cfg, step: int):
-    """(B, V) the exact distribution token `step` was drawn from, for each row: HF's warpers applied
-    to the logits of the row's own prefix (prompt + the row's first `step` tokens)."""
-    from resrl.models.rollout import sampling_warpers
+def reference_distribution(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
+    """(B, V) the distribution the sampling settings define, written out independently of the code
+    under test, in HF's order: softmax of z / T restricted to the top_k most likely tokens, then to
+    the smallest set of most likely tokens holding at least top_p of the mass, renormalised."""
+    p = torch.softmax(logits.double() / temperature, -1)
+    if top_k:
+        kth = p.topk(top_k, -1).values[:, -1:]
+        p = torch.where(p >= kth, p, torch.zeros_like(p))
+        p = p / p.sum(-1, keepdim=True)
+    if top_p < 1.0:
+        sorted_p, order = p.sort(-1, descending=True)
+        before = sorted_p.cumsum(-1) - sorted_p  # mass of the more likely tokens
+        keep = torch.zeros_like(p, dtype=torch.bool).scatter(-1, order, before < top_p)
+        p = torch.where(keep, p, torch.zeros_like(p))
+        p = p / p.sum(-1, keepdim=True)
+    return p
 
+
+def _processed_probs(model, rows, completions, pad, cfg, step: int):
+    """(B, V) the exact distribution token `step` was drawn from, for each row: the settings'
+    distribution (`reference_distribution`) at the row's own prefix (prompt + its first `step` tokens)."""
     prefixes = [r + c[:step] for r, c in zip(rows, completions)]
     ids, mask = left_pad(prefixes, pad)
     with torch.no_grad():
-        scores = model(input_ids=ids, attention_mask=mask).logits[:, -1].float()
-    for warper in sampling_warpers(cfg):
-        scores = warper(ids, scores)
-    return torch.softmax(scores, -1)
+        logits = model(input_ids=ids, attention_mask=mask).logits[:, -1].float()
+    return reference_distribution(logits, cfg.temperature, cfg.top_k or 0, cfg.top_p if cfg.top_p is not None else 1.0)
 
 
 def rank_chi2_pvalue(probs: torch.Tensor, tokens: torch.Tensor, bins: int = 6) -> float:

@@ -236,6 +236,11 @@ def tokenizer(trainer: GRPOTrainer):
 
 # ---- 7. the fused LM head's scored positions -----------------------------------------------------------
 
+# on: the engine's forwards on CPU score labelled positions only (off: TRL's behaviour, for the
+# benchmarks' "before" rows, benchmarks/bench_smollm2_step.py --compare-generation)
+LABELLED_POSITIONS_ONLY = True
+
+
 @contextlib.contextmanager
 def labelled_positions_only(device):
     """While open, TRL's fused LM head on `device` scores only the positions that have a label (the
@@ -243,7 +248,7 @@ def labelled_positions_only(device):
     results are the same (each position's log-prob is its own row's computation)."""
     import trl.trainer.utils as trl_utils
 
-    if device.type != "cpu":
+    if device.type != "cpu" or not LABELLED_POSITIONS_ONLY:
         yield
         return
     original = trl_utils._use_triton
