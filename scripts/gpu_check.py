@@ -146,7 +146,7 @@ def drive(args) -> int:
     prof = profile(args)
     report = {"schema": SCHEMA, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "command": " ".join([sys.executable, *sys.argv]), "device_requested": args.device, "tiny": args.tiny,
-              "profile": {k: v for k, v in prof.items() if k != "budgets"}, "parts": {}}
+              "profile": {k: v for k, v in prof.items() if k != "budgets"}, "out": str(out), "parts": {}}
     install_log = out / "install.log"  # scripts/gpu-check.sh's own lines (pip's output stays in the file)
     if install_log.is_file():
         report["install"] = [line.removeprefix("gpu-check: ") for line in install_log.read_text().splitlines()
@@ -392,14 +392,14 @@ def train_config(args, work: Path, prof: dict, algo: str, mode: str, out_dir: Pa
 def part_train(args, work, prof) -> dict:
     import shutil
 
-    algo, mode, which, steps = TRAIN_RUNS[args.part]
+    algo, mode, which, n_steps = TRAIN_RUNS[args.part]
     out_dir = work / "runs" / args.part
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     generation, generation_from = training_generation(work, which)
-    cfg_path = train_config(args, work, prof, algo, mode, out_dir, steps, generation)
+    cfg_path = train_config(args, work, prof, algo, mode, out_dir, n_steps, generation)
     cmd = [sys.executable, "-m", "resrl", "train", "--config", str(cfg_path)]
-    res = {"algorithm": algo, "resrl_mode": mode, "command": " ".join(cmd), "steps_asked": steps,
+    res = {"algorithm": algo, "resrl_mode": mode, "command": " ".join(cmd), "steps_asked": n_steps,
            "generation": generation, "generation_from": generation_from,
            "rows_per_step": prof["rollout_prompts"] * prof["group_size"], "group_size": prof["group_size"],
            "max_new_tokens": prof["max_new_tokens"]}
@@ -426,9 +426,10 @@ def part_train(args, work, prof) -> dict:
     res["rewards_mixed"] = any(float(st.get("reward_std", 0.0)) > 0 for st in steps)
     res["memory_note"] = None if args.device == "cuda" else "unavailable on CPU (peak memory is CUDA's allocator)"
     if status == "ok":
-        res["checkpoint"] = check_checkpoint(out_dir, steps, args)
+        res["checkpoint"] = check_checkpoint(out_dir, n_steps, args)
         if not res["checkpoint"]["ok"]:
             status = "error"
+            res["error"] = f"the checkpoint of step {n_steps} is incomplete or did not reload: {res['checkpoint']}"
         if not res["loss_finite"]:
             status = "error"
         if any(res["reward_faults"].values()) or not res["rewards_mixed"]:
