@@ -309,6 +309,7 @@ class TrainConfig:
     critic: Any = None  # resrl.core.value.CriticConfig (read by algorithms with a critic: ppo)
     train: TrainSection = field(default_factory=TrainSection)
     engine: EngineSection = field(default_factory=EngineSection)
+    # which path samples the rollouts (docs/generation.md)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
     env: EnvSection = field(default_factory=EnvSection)
     log: LogSection = field(default_factory=LogSection)
