@@ -185,3 +185,20 @@ def test_frozen_states_travel_with_their_rows_and_check_their_tokens():
     assert torch.equal(rows.take(ids[:2]), states[:2]) and torch.equal(rows.take(ids[2:]), states[2:])
     with pytest.raises(RuntimeError, match="not the rows whose frozen-layer states"):
         _Rows(states, ids).take(ids[1:3])
+
+
+def test_resrl_grpo_config_fields_reach_the_trainer(model_dir, tmp_path):
+    """With a TRL script (ResRLGRPOConfig), the generation path is three flat fields."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from resrl.engines.trl import ResRLGRPOConfig, ResRLTrainer
+
+    args = ResRLGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_train_batch_size=4,
+                           num_generations=4, max_completion_length=4, generation_backend="hf",
+                           shared_prefill=True, reuse_frozen=False)
+    trainer = ResRLTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=length_reward,
+                           args=args, train_dataset=toy_dataset(),
+                           processing_class=AutoTokenizer.from_pretrained(model_dir))
+    r = trainer.rollout_path.resolved
+    assert (r.backend, r.shared_prefill, r.reuse_frozen, r.own_path) == ("hf", True, False, True)
+    assert r.reason == "generation.backend"
