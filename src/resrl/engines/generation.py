@@ -215,7 +215,9 @@ class TrainerGeneration:
         depth = frozen_depth(model)
         if depth and needs_penultimate:
             depth = min(depth, len(decoder_layers(model)[0]) - 2)  # the penultimate layer runs in the training forward
-        multi_turn = bool(trainer.tools) or trainer.environment_factories is not None or trainer.rollout_func is not None
+        # tools, environments, a rollout_func (TRL's loop) or the step layout (its own sampler, engines/steps.py)
+        multi_turn = (bool(trainer.tools) or trainer.environment_factories is not None
+                      or trainer.rollout_func is not None or getattr(trainer, "step_rollout", None) is not None)
         resolved = resolve(settings, trainer.accelerator.device.type, use_vllm=bool(trainer.use_vllm),
                            paged=bool(trainer.use_transformers_continuous_batching), multi_turn=multi_turn,
                            frozen_layers=depth > 0)
