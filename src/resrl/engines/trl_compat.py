@@ -239,16 +239,23 @@ def tokenizer(trainer: GRPOTrainer):
 # on: the engine's forwards on CPU score labelled positions only (off: TRL's behaviour, for the
 # benchmarks' "before" rows, benchmarks/bench_smollm2_step.py --compare-generation)
 LABELLED_POSITIONS_ONLY = True
+# ... for vocabularies at least this large. Below it the output head costs next to nothing, and a
+# matrix product over fewer rows may round differently in the last bit: the tiny character-level
+# models of `resrl demo` (about 100 tokens) keep the arithmetic their documented numbers came from
+# (ResRL's weights amplify a last-bit difference; a real tokenizer's 32k+ vocabulary is the case
+# this is for: on SmolLM2's 49,152 the log-probs were the same bit for bit)
+MIN_VOCAB_LABELLED_ONLY = 1024
 
 
 @contextlib.contextmanager
-def labelled_positions_only(device):
+def labelled_positions_only(device, vocab_size: int | None = None):
     """While open, TRL's fused LM head on `device` scores only the positions that have a label (the
-    completion tokens), as it does on Triton devices; on CPU it would score every position. Per-token
-    results are the same (each position's log-prob is its own row's computation)."""
+    completion tokens), as it does on Triton devices; on CPU it would score every position. Each
+    position's log-prob is its own row's computation (the same up to the matrix product's rounding).
+    Only on CPU and for vocabularies of at least MIN_VOCAB_LABELLED_ONLY tokens."""
     import trl.trainer.utils as trl_utils
 
-    if device.type != "cpu" or not LABELLED_POSITIONS_ONLY:
+    if device.type != "cpu" or not LABELLED_POSITIONS_ONLY or (vocab_size or 0) < MIN_VOCAB_LABELLED_ONLY:
         yield
         return
     original = trl_utils._use_triton
@@ -383,7 +390,8 @@ class GRPOHooks(GRPOTrainer):
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         def forward():
-            with labelled_positions_only(input_ids.device):
+            vocab = getattr(getattr(self.accelerator.unwrap_model(model), "config", None), "vocab_size", None)
+            with labelled_positions_only(input_ids.device, vocab):
                 return super(GRPOHooks, self)._get_per_token_logps_and_entropies(
                     model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
         return self.policy_forward(model, input_ids, logits_to_keep, forward)
