@@ -565,3 +565,50 @@ def test_planted_missing_pixel_split_is_seen(monkeypatch):
             expected = torch.cat([torch.full((int(micro["image_grid_thw"][i].prod()), 3), float(r))
                                   for i, r in enumerate(rows)])
             assert torch.equal(micro["pixel_values"], expected)
+
+
+# ---- 7. the fused LM head's scored positions ------------------------------------------------------------
+
+def test_fused_head_reads_use_triton_to_choose_the_scored_positions():
+    import trl.trainer.utils as trl_utils
+
+    assert callable(trl_utils._use_triton)
+    source = inspect.getsource(trl_utils.add_fused_lm_head)
+    assert "compact = _use_triton(hidden_states.device)" in source
+    assert "hidden_states[mask] if compact" in source
+
+
+def test_labelled_positions_only_scores_the_completion_rows_with_the_same_logprobs(monkeypatch):
+    """On CPU with a real-sized vocabulary the fused head projects only the labelled positions; the
+    log-probs are those of every-position scoring; off CPU, below the vocabulary floor or switched
+    off, TRL's choice stands; the patch is undone on exit."""
+    import trl.trainer.utils as trl_utils
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=2048, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=16, tie_word_embeddings=True)
+    model = Qwen3ForCausalLM(cfg)
+    trl_utils.add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
+    ids = torch.randint(5, 2000, (3, 12))
+    labels = ids.clone()
+    labels[:, :-5] = -100  # a 7-token prompt, 5 completion tokens
+    rows = []
+    real = trl_utils._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
+                        lambda hidden, *a: (rows.append(hidden.shape[0]), real(hidden, *a))[1])
+    original = trl_utils._use_triton
+    with torch.no_grad():
+        every = model(input_ids=ids, labels=labels, fused_lm_head=True)
+        with compat.labelled_positions_only(torch.device("cpu"), cfg.vocab_size):
+            assert trl_utils._use_triton is not original
+            only = model(input_ids=ids, labels=labels, fused_lm_head=True)
+    assert trl_utils._use_triton is original
+    assert rows == [3 * 11, 3 * 5]  # every position of the shifted sequence, then the 5 labelled ones only
+    assert torch.allclose(every.log_probs, only.log_probs, atol=1e-6)
+    assert torch.allclose(every.entropy[:, -5:], only.entropy[:, -5:], atol=1e-6)
+    for device, vocab, on in ((torch.device("meta"), 2048, True), (torch.device("cpu"), 100, True),
+                              (torch.device("cpu"), 2048, False)):
+        monkeypatch.setattr(compat, "LABELLED_POSITIONS_ONLY", on)
+        with compat.labelled_positions_only(device, vocab):
+            assert trl_utils._use_triton is original
