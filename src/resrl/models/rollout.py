@@ -20,8 +20,8 @@ the model's work is laid out:
                 a matrix product over 1 row and over G rows may round differently).
 
 Each path can record, for every sampled token, its log-probability under the distribution it was
-drawn from (`SampledLogprobs`, the last logits processor: log-softmax of the processed scores at
-the sampled id). With temperature only (top-p 1, top-k 0, no min-p or repetition penalty) that is
+drawn from (`SampledLogprobs`: log-softmax of the scores after generate's own processors and its
+sampling warpers, at the sampled id). With temperature only (top-p 1, top-k 0, no min-p or repetition penalty) that is
 log softmax(z / T), the quantity the policy loss recomputes in the training forward: on-policy
 means the two agree within the dtype's rounding (tests/test_rollout.py, and the trainer logs
 their difference as `generation/logp_diff_max`).
@@ -320,7 +320,7 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
         lp = lp[:, :new.shape[1]]
         if lp.shape[1] != new.shape[1]:
             raise RuntimeError(f"generate_rollouts: {lp.shape[1]} recorded steps for {new.shape[1]} generated tokens "
-                               "(the recorder must be generate's last logits processor)")
+                               "(the recorder must run once per sampled token)")
         logprobs = [row[:n] for row, n in zip(lp.tolist(), lengths)]
     return Rollouts(completion_ids, logprobs, prefill_rows, time.perf_counter() - t0, trunk_states, length,
                     [list(p) for p in prompt_ids], int(pad_token_id))
