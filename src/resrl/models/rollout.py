@@ -133,11 +133,15 @@ def cut_after_eos(rows, eos_token_ids: Sequence[int]) -> list[int]:
 
 
 class SampledLogprobs:
-    """A logits processor, last in `generate`'s list: it keeps log-softmax of the scores the next
-    token is sampled from, and at the next step (or `finish`) reads the sampled id's entry. The
-    result is each sampled token's log-probability under the distribution it was drawn from."""
+    """A logits processor that keeps log-softmax of the scores the next token is sampled from, and at
+    the next step (or `finish`) reads the sampled id's entry: each sampled token's log-probability
+    under the distribution it was drawn from. `generate` runs the caller's processors after its own
+    and before its sampling warpers (temperature, top-k, top-p, ...), so this one applies those
+    warpers (`sampling_warpers`, the same classes in generate's order) to a copy of the scores it
+    is given, and passes the scores on unchanged."""
 
-    def __init__(self) -> None:
+    def __init__(self, warpers=()) -> None:
+        self.warpers = list(warpers)
         self.steps: list = []  # (B,) per decoded step
         self._last = None  # (B, V) log-probs of the step whose token is not known yet
 
@@ -146,7 +150,10 @@ class SampledLogprobs:
 
         if self._last is not None:
             self._take(input_ids[:, -1])
-        self._last = torch.log_softmax(scores.float(), dim=-1)
+        processed = scores.clone()
+        for warper in self.warpers:
+            processed = warper(input_ids, processed)
+        self._last = torch.log_softmax(processed.float(), dim=-1)
         return scores
 
     def _take(self, sampled) -> None:
@@ -176,16 +183,9 @@ def _compile_config(device_type: str, backend: str = "inductor"):
     return cfg
 
 
-# GenerationConfig fields that make `generate` append a sampling warper after the caller's logits
-# processors, in generate's order (transformers 5.x `_get_logits_processor`), with their neutral value
-WARPER_FIELDS = (("temperature", 1.0), ("top_h", None), ("top_k", 0), ("top_p", 1.0), ("min_p", None),
-                 ("typical_p", 1.0), ("epsilon_cutoff", 0.0), ("eta_cutoff", 0.0))
-
-
 def sampling_warpers(cfg) -> list:
-    """The warpers `generate` builds from `cfg` when sampling, in its order (min_tokens_to_keep 1:
-    no beams). Passed as the caller's processors, followed by `SampledLogprobs`, they give the
-    same scores as generate's own, and the recorder sees the scores the token is drawn from."""
+    """The warpers `generate` builds from `cfg` when sampling, in its order (transformers 5.x
+    `_get_logits_processor`; min_tokens_to_keep 1: no beams): what `SampledLogprobs` applies."""
     from transformers import (EpsilonLogitsWarper, EtaLogitsWarper, MinPLogitsWarper, TemperatureLogitsWarper,
                               TopKLogitsWarper, TopPLogitsWarper, TypicalLogitsWarper)
 
@@ -258,7 +258,7 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
     trunk_depth > 0 (hf path): also return the output of decoder layer trunk_depth - 1 at every
     prompt and completion position (`Rollouts.trunk_states`, resrl.models.frozen_trunk)."""
     import torch
-    from transformers import DynamicCache, LogitsProcessorList
+    from transformers import DynamicCache, LogitsProcessorList, StaticCache
 
     from resrl.models.frozen_trunk import TrunkRecorder
     from resrl.models.generation import model_defaults_hidden
@@ -276,17 +276,15 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
     cfg = path_generation_config(generation_config, settings, device.type)
     max_new = int(cfg.max_new_tokens)
     kwargs: dict = {}
-    recorder = SampledLogprobs() if settings.record_logprobs else None
+    recorder = SampledLogprobs(sampling_warpers(cfg)) if settings.record_logprobs else None
     if recorder is not None:
         if getattr(cfg, "watermarking_config", None) is not None or getattr(cfg, "renormalize_logits", False):
             raise ValueError("generate_rollouts: record_logprobs cannot follow watermarking_config or "
-                             "renormalize_logits (generate applies them after the caller's processors)")
-        # generate's warpers moved behind the caller's position, then the recorder: same order, same scores
-        kwargs["logits_processor"] = LogitsProcessorList([*sampling_warpers(cfg), recorder])
-        for name, neutral in WARPER_FIELDS:
-            if hasattr(cfg, name):
-                setattr(cfg, name, neutral)
+                             "renormalize_logits (generate applies them after its sampling warpers)")
+        kwargs["logits_processor"] = LogitsProcessorList([recorder])
     B, prefill_rows, index = len(prompt_ids), len(prompt_ids), None
+    # a static KV cache: the compiled path's, or TRL's cache_implementation="static" on the hf path
+    static = settings.path == "compiled" or getattr(cfg, "cache_implementation", None) == "static"
     trunk = TrunkRecorder(model, trunk_depth) if trunk_depth else contextlib.nullcontext()
     # the model's own generation_config must not fill what cfg leaves unset (top_k 50, ...)
     with torch.no_grad(), model_defaults_hidden(model), trunk:
@@ -294,14 +292,14 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
             prompts, index = distinct_prompts(prompt_ids)
             if len(prompts) < B:  # something to share
                 kwargs["past_key_values"] = _prefix_cache(model, prompts, index, pad_token_id, length,
-                                                          static=settings.path == "compiled",
-                                                          max_cache_len=length + max_new)
+                                                          static=static, max_cache_len=length + max_new)
                 prefill_rows = len(prompts)
                 cfg.cache_implementation = None  # the cache is given (generate refuses both)
             else:
                 index = None
-        if trunk_depth and "past_key_values" not in kwargs:
-            kwargs["past_key_values"] = DynamicCache(config=model.config)  # kept: the last token's step below
+        if trunk_depth and "past_key_values" not in kwargs:  # kept: the last token's step below
+            kwargs["past_key_values"] = StaticCache(config=model.config, max_cache_len=length + max_new) if static \
+                else DynamicCache(config=model.config)
             cfg.cache_implementation = None
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=cfg,
                              **kwargs)
@@ -384,5 +382,5 @@ def generate_paged(model, prompt_ids: Sequence[Sequence[int]], generation_config
     return Rollouts([r[:n] for r, n in zip(rows, lengths)], None, len(prompt_ids), time.perf_counter() - t0)
 
 
-__all__ = ["generate_paged", "PATHS", "RolloutSettings", "Rollouts", "SampledLogprobs", "distinct_prompts", "left_pad", "bucketed",
-           "cut_after_eos", "path_generation_config", "generate_rollouts"]
+__all__ = ["generate_paged", "PATHS", "RolloutSettings", "Rollouts", "SampledLogprobs", "sampling_warpers",
+           "distinct_prompts", "left_pad", "bucketed", "cut_after_eos", "path_generation_config", "generate_rollouts"]
