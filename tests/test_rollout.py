@@ -229,3 +229,24 @@ def test_rank_chi2_rejects_a_wrong_distribution_and_accepts_the_right_one():
     assert rank_chi2_pvalue(probs, right) > 1e-3
     assert rank_chi2_pvalue(probs, wrong) < 1e-6
     assert math.isfinite(rank_chi2_pvalue(probs, right))
+
+
+def test_trls_static_cache_with_the_shared_prefill_and_the_frozen_layers_states(tiny):
+    """hf path with TRL's cache_implementation="static": the shared prefill goes into a static cache,
+    the log-probs stay exact, and the frozen layers' states (trunk_depth) match a full forward's
+    at every prompt and completion position, the last token's included."""
+    model, tok = tiny
+    rows = _prompts(tok, 3, 4)
+    cfg = _config(tok, cache_implementation="static")
+    torch.manual_seed(0)
+    out = generate_rollouts(model, rows, cfg, RolloutSettings("hf", shared_prefill=True),
+                            pad_token_id=tok.pad_token_id, eos_token_ids=[tok.eos_token_id], trunk_depth=1)
+    assert out.prefill_rows == 3
+    ref, mask = training_logprobs(model, rows, out.completion_ids, tok.pad_token_id, 0.7)
+    assert (_recorded(out) - ref)[mask].abs().max() < 1e-4
+    ids, attn, P, _ = _layout(rows, out.completion_ids, tok.pad_token_id)
+    assert P == out.prompt_width
+    with torch.no_grad():
+        full = model(input_ids=ids, attention_mask=attn, output_hidden_states=True).hidden_states[1]
+    states = out.trunk_states[:, :ids.shape[1]]
+    assert (states - full)[attn.bool()].abs().max() < 1e-5
