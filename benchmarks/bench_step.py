@@ -98,7 +98,7 @@ def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dat
                   processing_class=tokenizer)
     if kind == "ours":
         return ResRLTrainer(**common, algorithm=cfg.algorithm, loss_config=cfg.loss, resrl_mode=mode,
-                            phase_times=cfg.log.phase_times)
+                            phase_times=cfg.log.phase_times, generation=cfg.generation)
     # TRL's "grpo" = per-sequence token mean, then batch mean (= ours here); ResRLTrainer refuses
     # a loss_type it would ignore, so only plain TRL gets it
     grpo_config.loss_type = "grpo"
