@@ -101,3 +101,8 @@ def test_the_benchmark_trains_the_demos_top_layers_when_asked(bench, tmp_path):
                             overrides=bench.trainer_overrides(args))
     trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
     assert trainable and all(n.startswith("model.layers.1.") or n == "model.norm.weight" for n in trainable)
+    # --compare-generation's "before" rows reach the trainer: TRL's generate call, nothing reused
+    before = build_trainer(model_dir, tmp_path / "out2", args, "ours", "grpo", "auto", 4,
+                           overrides=[*bench.trainer_overrides(args), *bench.BEFORE])
+    r = before.rollout_path.resolved
+    assert (r.backend, r.own_path, r.shared_prefill, r.reuse_frozen) == ("hf", False, False, False)
