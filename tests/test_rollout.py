@@ -250,3 +250,35 @@ def test_trls_static_cache_with_the_shared_prefill_and_the_frozen_layers_states(
         full = model(input_ids=ids, attention_mask=attn, output_hidden_states=True).hidden_states[1]
     states = out.trunk_states[:, :ids.shape[1]]
     assert (states - full)[attn.bool()].abs().max() < 1e-5
+
+
+def test_the_compiled_decode_step_keeps_one_shape_across_prompt_buckets(tiny):
+    """The compiled path's static cache only grows (Rollouts.cache_length passed back, as the trainer
+    does): batches whose prompts fall in a shorter bucket reuse the one compiled decode step instead
+    of compiling another (on an H200 each recompile cost 30-39 s of a 3-step run). Counted with
+    dynamo's own graph counter; the same calls without passing the length back compile a second
+    graph, which shows the count can fail."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    model, tok = tiny
+    cfg = _config(tok, max_new_tokens=4)
+    short_rows = _prompts(tok, 1, 2)  # one prompt, 2 rows
+    long_rows = [p + [p[-1]] * 10 for p in short_rows]  # 10 tokens longer: the next 16-token bucket
+    short_bucket, long_bucket = (-(-len(rows[0]) // 16) * 16 for rows in (short_rows, long_rows))
+    assert long_bucket > short_bucket
+    graphs = {}
+    for pass_back in (True, False):
+        torch._dynamo.reset()
+        counters.clear()
+        length = 0
+        for rows in (long_rows, short_rows, long_rows):
+            s = RolloutSettings("compiled", compile_backend="eager", prompt_bucket=16,
+                                cache_length=length if pass_back else 0)
+            out = generate_rollouts(model, rows, cfg, s, pad_token_id=tok.pad_token_id, eos_token_ids=[-1])
+            assert all(len(c) == 4 for c in out.completion_ids)
+            length = out.cache_length
+        graphs[pass_back] = counters["stats"]["unique_graphs"]
+        assert length == long_bucket + 4  # the last call's cache: the long bucket + 4 new tokens
+    torch._dynamo.reset()
+    assert graphs == {True: 1, False: 2}, graphs

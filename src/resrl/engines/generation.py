@@ -232,6 +232,7 @@ class TrainerGeneration:
         self.resolved = resolved
         self.depth = depth if resolved.reuse_frozen else 0
         self._pending = None  # the last generate()'s rollouts, until attach()
+        self._cache_length = 0  # the static KV cache's length so far (the compiled path's one shape)
         log.info("generation: %s%s%s (%s)", resolved.backend, ", shared prefill" if resolved.shared_prefill else "",
                  f", training forward above the {self.depth} frozen layers" if self.depth else "", resolved.reason)
 
@@ -244,12 +245,13 @@ class TrainerGeneration:
         from resrl.models.rollout import RolloutSettings, generate_rollouts
 
         settings = RolloutSettings(self.resolved.backend, shared_prefill=self.resolved.shared_prefill,
-                                   prompt_bucket=self.resolved.prompt_bucket)
+                                   prompt_bucket=self.resolved.prompt_bucket, cache_length=self._cache_length)
         with trainer.model_for_generation() as model:
             out = generate_rollouts(model, prompt_ids, trainer.generation_config, settings,
                                     pad_token_id=trl_compat.tokenizer(trainer).pad_token_id,
                                     eos_token_ids=trainer.eos_token_ids, trunk_depth=self.depth)
         self._pending = out if self.depth else None
+        self._cache_length = out.cache_length  # grow-only: one compiled decode shape across steps
         return out.completion_ids, out.logprobs
 
     def attach(self, trainer, batch: dict) -> None:

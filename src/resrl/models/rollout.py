@@ -10,8 +10,11 @@ the model's work is laid out:
                 what TRL's GRPOTrainer does (its GenerationConfig carries disable_compile=True)
     "compiled"  a static KV cache and `torch.compile`d decode steps (CUDA graphs on CUDA,
                 mode "reduce-overhead"); prompt lengths are left-padded up to a multiple of
-                `prompt_bucket`, so the compiled decode step sees one shape per bucket, not one
-                per batch
+                `prompt_bucket`, and the static cache is never shorter than `cache_length`: a
+                caller that passes back each call's `Rollouts.cache_length` (the trainer does) keeps
+                one cache shape, hence one compiled decode step, until a longer prompt bucket
+                grows it (each new cache length is a recompile: an H200 run of 2026-11-28 spent
+                30-39 s of a step recompiling when the cache followed each batch's bucket)
     shared prefill (either path, `shared_prefill=True`): the prompt's prefill — every prompt
                 token but the last — is computed once per distinct prompt and its KV cache
                 copied to the G rows of the group (`Cache.reorder_cache`); `generate` then
@@ -53,12 +56,15 @@ class RolloutSettings:
     prompt_bucket: int = 64  # compiled: prompts left-padded to a multiple of this many tokens
     record_logprobs: bool = True  # return each sampled token's log-probability
     compile_backend: str = "inductor"  # compiled: torch.compile's backend ("eager" exercises the path uncompiled)
+    cache_length: int = 0  # static cache: at least this many positions (a previous call's Rollouts.cache_length)
 
     def __post_init__(self) -> None:
         if self.path not in PATHS:
             raise ValueError(f"RolloutSettings.path must be one of {PATHS}, got {self.path!r}")
         if self.prompt_bucket < 1:
             raise ValueError(f"RolloutSettings.prompt_bucket must be >= 1, got {self.prompt_bucket}")
+        if self.cache_length < 0:
+            raise ValueError(f"RolloutSettings.cache_length must be >= 0, got {self.cache_length}")
 
 
 @dataclass
@@ -71,6 +77,7 @@ class Rollouts:
     prompt_width: int = 0  # the prompts' left-padded width in trunk_states
     prompt_rows: list[list[int]] | None = None  # the prompts generated from (for prompt_ids_tensor)
     pad_token_id: int = 0
+    cache_length: int = 0  # positions of the static KV cache used (0: a dynamic cache)
 
     def prompt_ids_tensor(self):
         """(B, prompt_width) the prompts, left-padded as generated."""
@@ -285,6 +292,8 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
     B, prefill_rows, index = len(prompt_ids), len(prompt_ids), None
     # a static KV cache: the compiled path's, or TRL's cache_implementation="static" on the hf path
     static = settings.path == "compiled" or getattr(cfg, "cache_implementation", None) == "static"
+    # its length: the compiled decode step is specialised to it, so it only grows (settings.cache_length)
+    cache_len = max(length + max_new, settings.cache_length) if static else 0
     trunk = TrunkRecorder(model, trunk_depth) if trunk_depth else contextlib.nullcontext()
     # the model's own generation_config must not fill what cfg leaves unset (top_k 50, ...)
     with torch.no_grad(), model_defaults_hidden(model), trunk:
@@ -292,13 +301,15 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
             prompts, index = distinct_prompts(prompt_ids)
             if len(prompts) < B:  # something to share
                 kwargs["past_key_values"] = _prefix_cache(model, prompts, index, pad_token_id, length,
-                                                          static=static, max_cache_len=length + max_new)
+                                                          static=static, max_cache_len=cache_len)
                 prefill_rows = len(prompts)
                 cfg.cache_implementation = None  # the cache is given (generate refuses both)
             else:
                 index = None
-        if trunk_depth and "past_key_values" not in kwargs:  # kept: the last token's step below
-            kwargs["past_key_values"] = StaticCache(config=model.config, max_cache_len=length + max_new) if static \
+        if "past_key_values" not in kwargs and (trunk_depth or static):
+            # our own cache: kept for the last token's step below (trunk_depth), or a static one of
+            # cache_len positions (generate would size it to this batch's prompt + max_new)
+            kwargs["past_key_values"] = StaticCache(config=model.config, max_cache_len=cache_len) if static \
                 else DynamicCache(config=model.config)
             cfg.cache_implementation = None
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=cfg,
@@ -321,7 +332,7 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
                                "(the recorder must run once per sampled token)")
         logprobs = [row[:n] for row, n in zip(lp.tolist(), lengths)]
     return Rollouts(completion_ids, logprobs, prefill_rows, time.perf_counter() - t0, trunk_states, length,
-                    [list(p) for p in prompt_ids], int(pad_token_id))
+                    [list(p) for p in prompt_ids], int(pad_token_id), cache_len)
 
 
 def _trunk_states(model, trunk, cache, out, prompt_mask, index, length: int, n_new: int, depth: int):
