@@ -8,6 +8,10 @@
     python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --steps 1 --repeats 1 --json out.json
     # the pretrained demo's own shape: one group per forward/backward, the top 8 of 30 layers training
     python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --micro-batch 8 --trainable-layers 8
+    # the step before and after issue 42 (generation path, shared prefill, frozen layers reused, the output
+    # head on completion tokens only), GRPO and ResRL aligned, interleaved in one run:
+    python benchmarks/bench_smollm2_step.py --model /tmp/smollm2-135m --micro-batch 8 --trainable-layers 8 \
+        --compare-generation
     # on a GPU, where the weights (270 MB) cannot travel: SmolLM2's config and tokenizer, random weights
     python benchmarks/bench_smollm2_step.py --model SHAPE_DIR --random-weights --device cuda --micro-batch 8 \
         --trainable-layers 8          # SHAPE_DIR: config.json + tokenizer files of the converted model
@@ -22,6 +26,11 @@ processes the same tokens; prompts "What is a + b? Put the result in \\boxed{}."
 two digits) in the model's chat template; the parity reward of bench_step.py (0 or 1 from the
 text, so most groups hold both and ResRL's weights have work in most groups); float32 weights, as
 configs/smollm2_gsm8k.yaml loads them. Trainers are built by bench_step.build_trainer.
+
+`--compare-generation`: four variants instead of the three modes — GRPO and ResRL aligned, each
+"before" (generation.backend hf with no shared prefill and no reuse of the frozen layers, TRL's fused
+output head scoring every position: the step as it ran before issue 42) and "after" (the defaults:
+generation.backend auto); ratios are to "grpo (before)".
 
 Phases, per optimiser step (exclusive times): generation (with the rewards), old_logps (no-grad
 policy forwards: ResRL's extra pass; none for GRPO or aligned ResRL with one update per round),
@@ -71,19 +80,32 @@ def parse_args(argv=None):
     p.add_argument("--trainable-layers", type=int, default=None,
                    help="model.trainable_layers: train the last N decoder layers only (the pretrained demo: 8)")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--compare-generation", action="store_true",
+                   help="GRPO and ResRL aligned before / after issue 42's generation and forward changes")
     p.add_argument("--random-weights", action="store_true",
                    help="random weights (seed 0) of --model's config, with its tokenizer: the shape without "
                         "the weights (a GPU machine they cannot travel to); --model then needs no weights")
     return p.parse_args(argv)
 
 
+# the step as it ran before issue 42: TRL's generate call, every position through the output head
+BEFORE = ("generation.backend=hf", "generation.shared_prefill=false", "generation.reuse_frozen=false")
+
+
 def variants(args):
     micro_all = args.micro_batch or args.prompts * args.group_size
-    # (label, trainer kind, algorithm, resrl_mode, micro-batch)
+    # (label, trainer kind, algorithm, resrl_mode, micro-batch, extra config keys)
+    if args.compare_generation:
+        return [
+            ("grpo (before)", "ours", "grpo", "auto", micro_all, BEFORE),
+            ("grpo (after)", "ours", "grpo", "auto", micro_all, ()),
+            ("resrl aligned (before)", "ours", "resrl", "aligned", micro_all, BEFORE),
+            ("resrl aligned (after)", "ours", "resrl", "aligned", micro_all, ()),
+        ]
     return [
-        ("grpo", "ours", "grpo", "auto", micro_all),
-        ("resrl aligned", "ours", "resrl", "aligned", micro_all),
-        ("resrl extra-pass", "ours", "resrl", "extra-pass", micro_all),
+        ("grpo", "ours", "grpo", "auto", micro_all, ()),
+        ("resrl aligned", "ours", "resrl", "aligned", micro_all, ()),
+        ("resrl extra-pass", "ours", "resrl", "extra-pass", micro_all, ()),
     ]
 
 
@@ -172,13 +194,17 @@ def random_weights_model(shape_dir: Path, dest: Path) -> Path:
     return dest
 
 
-def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset):
+def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset, extra=()):
     """(per-step phase times, wall seconds, peak GPU bytes or None) of one trainer run."""
     import torch
     from transformers import PrinterCallback
 
+    from resrl.engines import trl_compat
+
+    # "before" rows: TRL's fused head scores every position, as it did (engines/trl_compat.py, touch-point 7)
+    trl_compat.LABELLED_POSITIONS_ONLY = tuple(extra) != BEFORE
     trainer = build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset=dataset,
-                            overrides=trainer_overrides(args), logging_steps=1, device=args.device)
+                            overrides=[*trainer_overrides(args), *extra], logging_steps=1, device=args.device)
     trainer.remove_callback(PrinterCallback)  # it would print every step's log
     cuda = args.device == "cuda"
     if cuda:
@@ -221,9 +247,9 @@ def main(argv=None) -> None:
         model_dir = args.model
         if args.random_weights:
             model_dir = random_weights_model(Path(args.model), Path(tmp) / "model")
-        for r, (label, kind, algorithm, mode, micro) in interleaved(todo, args.repeats):
-            steps, wall, peak = run_variant(model_dir, Path(tmp) / f"out-{r}-{algorithm}-{mode}", args, kind,
-                                            algorithm, mode, micro, dataset)
+        for r, (label, kind, algorithm, mode, micro, extra) in interleaved(todo, args.repeats):
+            steps, wall, peak = run_variant(model_dir, Path(tmp) / f"out-{r}-{len(runs[label])}-{algorithm}-{mode}",
+                                            args, kind, algorithm, mode, micro, dataset, extra)
             runs[label].append(steps)
             if peak is not None:
                 peaks[label] = max(peaks.get(label, 0), peak)
@@ -232,7 +258,8 @@ def main(argv=None) -> None:
                   f"old_logps {med['old_logps']:.3f}, weights {med['weights']:.4f}, "
                   f"forward_backward {med['forward_backward']:.3f}); run {wall:.0f} s"
                   + (f"; peak GPU memory {peak / 2**20:.0f} MiB" if peak is not None else ""), flush=True)
-    summary = summarise({label: [s for rep in reps for s in rep] for label, reps in runs.items()})
+    base = todo[0][0]
+    summary = summarise({label: [s for rep in reps for s in rep] for label, reps in runs.items()}, base=base)
     for label, peak in peaks.items():
         summary[label]["peak_gpu_bytes"] = peak
     from transformers import AutoConfig
@@ -244,16 +271,25 @@ def main(argv=None) -> None:
              f"{config.num_hidden_layers} layers, d = {config.hidden_size}; trainable layers "
              f"{args.trainable_layers or 'all'}); {args.prompts} prompts x G={args.group_size}, micro-batch "
              f"{args.micro_batch or args.prompts * args.group_size}, {args.tokens} new tokens; {where}; median of "
-             f"{args.steps} timed steps x {args.repeats} repeats (after 1 warm-up step per run); seconds, (× GRPO)")
-    table = markdown_table(summary)
+             f"{args.steps} timed steps x {args.repeats} repeats (after 1 warm-up step per run); seconds, (× {todo[0][0]})")
+    table = markdown_table(summary, base=base)
     print(f"\n{shape}\n\n{table}\n")
-    for label in ("resrl aligned", "resrl extra-pass"):
-        s = summary[label]
-        print(f"{label} / GRPO (whole step): {s['ratio_to_base']['step']:.3f}; "
-              f"weights {100 * s['weights_share']:.3f} % of the step")
+    speedups = {}
+    if args.compare_generation:
+        for name in ("grpo", "resrl aligned"):
+            before, after = summary[f"{name} (before)"]["median_s"], summary[f"{name} (after)"]["median_s"]
+            speedups[name] = {c: (before[c] / after[c] if after[c] > 0 else None) for c in COLUMNS}
+            print(f"{name}: before / after, whole step {speedups[name]['step']:.2f}x (generation "
+                  f"{speedups[name]['generation']:.2f}x, forward_backward {speedups[name]['forward_backward']:.2f}x)")
+        print(f"resrl aligned / grpo, after: {summary['resrl aligned (after)']['median_s']['step'] / summary['grpo (after)']['median_s']['step']:.3f}")
+    else:
+        for label in ("resrl aligned", "resrl extra-pass"):
+            s = summary[label]
+            print(f"{label} / GRPO (whole step): {s['ratio_to_base']['step']:.3f}; "
+                  f"weights {100 * s['weights_share']:.3f} % of the step")
     if peaks:
-        base_peak = peaks[BASE]
-        print("peak GPU memory: " + "; ".join(f"{label} {p / 2**20:.0f} MiB ({p / base_peak:.3f}× GRPO)"
+        base_peak = peaks[base]
+        print("peak GPU memory: " + "; ".join(f"{label} {p / 2**20:.0f} MiB ({p / base_peak:.3f}× {base})"
                                               for label, p in peaks.items()))
     print(f"total {time.perf_counter() - started:.0f} s")
     if args.json:
@@ -262,7 +298,8 @@ def main(argv=None) -> None:
             "versions": {"python": platform.python_version(), "torch": torch.__version__,
                          "transformers": transformers.__version__, "trl": trl.__version__},
             "device": device_name,
-            "shape": shape, "summary": summary, "steps": runs, "table": table}, indent=1) + "\n")
+            "shape": shape, "summary": summary, "speedups": speedups, "steps": runs, "table": table},
+            indent=1) + "\n")
         print(f"wrote {args.json}")
 
 

@@ -5,10 +5,19 @@ extra-pass modes), and the project's GRPO vs plain TRL `GRPOTrainer` on the same
     python benchmarks/bench_step.py --steps 6 --repeats 3 --tokens 64
 
 Generation length is fixed (min_new_tokens = max_new_tokens) so every variant processes the
-same number of tokens. Reported per variant: median seconds per optimiser step (whole step:
-generation + scoring + weights + forward/backward), and the same without generation (`train`),
-which is where the variants differ. Numbers are the best median over `--repeats` interleaved
-repeats; on a shared machine they are noisy (a few %), read the ratios with that in mind.
+same number of tokens. Variants are interleaved, their order shuffled in every repeat (`--seed`),
+and each variant's timed steps of all repeats pooled; reported per variant: the median seconds per
+optimiser step and of its exclusive parts, timed on the trainer's own methods (the same methods in
+both trainers):
+
+    generate   `_generate`: tokenising, sampling the completions, decoding them
+    score      the rest of `_generate_and_score_completions`: rewards, advantages (ResRL's weights
+               in extra-pass mode, and its no-grad pass), TRL's bookkeeping
+    loss       `compute_loss`: the training forward and the loss (ResRL's weights in aligned mode)
+    rest       the rest of the step: backward, optimiser, the Trainer's own work
+
+and our GRPO over plain TRL's part by part, and per repeat (its spread). On a shared machine the
+numbers are noisy (a few %), read the ratios with that in mind.
 """
 
 from __future__ import annotations
@@ -28,6 +37,8 @@ def parse_args():
     p.add_argument("--steps", type=int, default=5, help="timed steps per run (after one warm-up step)")
     p.add_argument("--repeats", type=int, default=2, help="interleaved repeats; the best median is kept")
     p.add_argument("--threads", type=int, default=1, help="torch threads (1 avoids OpenMP spinning on shared cores)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the variants' order in each repeat")
+    p.add_argument("--json", type=Path, default=None, help="write every step's parts here")
     return p.parse_args()
 
 
@@ -87,71 +98,96 @@ def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dat
                   processing_class=tokenizer)
     if kind == "ours":
         return ResRLTrainer(**common, algorithm=cfg.algorithm, loss_config=cfg.loss, resrl_mode=mode,
-                            phase_times=cfg.log.phase_times)
+                            phase_times=cfg.log.phase_times, generation=cfg.generation)
     # TRL's "grpo" = per-sequence token mean, then batch mean (= ours here); ResRLTrainer refuses
     # a loss_type it would ignore, so only plain TRL gets it
     grpo_config.loss_type = "grpo"
     return GRPOTrainer(**common)
 
 
-def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro):
+PARTS = ("generate", "score", "loss", "rest")  # exclusive parts of a step (see the module docstring)
+
+
+def _timed(obj, name: str, times: list) -> None:
+    """Wrap the instance's method `name` so that each call's seconds are appended to `times`."""
+    real = getattr(obj, name)
+
+    def wrapped(*a, **k):
+        t0 = time.perf_counter()
+        out = real(*a, **k)
+        times.append(time.perf_counter() - t0)
+        return out
+
+    setattr(obj, name, wrapped)
+
+
+def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro) -> list[dict[str, float]]:
+    """Per timed step (the first, a warm-up, dropped): {"step", "generate", "score", "loss", "rest"}."""
     trainer = build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro)
-    gen_times = []
-    real_generate = trainer._generate
-
-    def timed_generate(*a, **k):
-        t0 = time.perf_counter()
-        out = real_generate(*a, **k)
-        gen_times.append(time.perf_counter() - t0)
-        return out
-
-    trainer._generate = timed_generate
-    step_times = []
-    real_step = trainer.training_step
-
-    def timed_step(*a, **k):
-        t0 = time.perf_counter()
-        out = real_step(*a, **k)
-        step_times.append(time.perf_counter() - t0)
-        return out
-
-    trainer.training_step = timed_step
+    t = {name: [] for name in ("training_step", "_generate_and_score_completions", "_generate", "compute_loss")}
+    for name, times in t.items():
+        _timed(trainer, name, times)
     trainer.train()
+    rows = []
     # one micro-step = one optimiser step here (a round is one update); drop the warm-up step
-    total = step_times[1:]
-    train_only = [s - g for s, g in zip(step_times[1:], gen_times[1:])]
-    return statistics.median(total), statistics.median(train_only)
+    for step, gs, gen, loss in list(zip(t["training_step"], t["_generate_and_score_completions"], t["_generate"],
+                                        t["compute_loss"]))[1:]:
+        rows.append({"step": step, "generate": gen, "score": gs - gen, "loss": loss, "rest": step - gs - loss})
+    return rows
 
 
 def main() -> None:
     args = parse_args()
+    import json
+    import random
+
     import torch
 
     torch.set_num_threads(args.threads)
     from resrl.models.tiny import build_tiny_model
 
+    todo = variants(args)
+    runs: dict[str, list[list[dict]]] = {label: [] for label, *_ in todo}
+    order = []
     with tempfile.TemporaryDirectory() as tmp:
         model_dir = Path(tmp) / "tiny"
         model, _ = build_tiny_model(model_dir)
         n_params = sum(p.numel() for p in model.parameters())
-        results: dict[str, list[tuple[float, float]]] = {}
-        todo = variants(args)
-        for r, (label, kind, algorithm, mode, micro) in interleaved(todo, args.repeats):
-            res = run_variant(model_dir, Path(tmp) / f"out-{r}-{kind}-{algorithm}-{mode}", args,
-                              kind, algorithm, mode, micro)
-            results.setdefault(label, []).append(res)
-            print(f"  repeat {r}: {label:18s} step {res[0]:.3f} s, train {res[1]:.3f} s", flush=True)
-    best = {label: (min(r[0] for r in v), min(r[1] for r in v)) for label, v in results.items()}
-    base = best["grpo (ours)"]
+        rng = random.Random(args.seed)
+        for r in range(args.repeats):
+            batch = list(todo)
+            rng.shuffle(batch)  # variants interleaved, their order drawn afresh each repeat
+            for label, kind, algorithm, mode, micro in batch:
+                rows = run_variant(model_dir, Path(tmp) / f"out-{r}-{kind}-{algorithm}-{mode}", args,
+                                   kind, algorithm, mode, micro)
+                runs[label].append(rows)
+                order.append(label)
+                med = statistics.median(x["step"] for x in rows)
+                print(f"  repeat {r}: {label:18s} step {med:.3f} s (median of {len(rows)})", flush=True)
+    pooled = {label: [x for rows in reps for x in rows] for label, reps in runs.items()}
+    med = {label: {c: statistics.median(x[c] for x in rows) for c in ("step", *PARTS)} for label, rows in pooled.items()}
+    # per repeat: our GRPO's median step over plain TRL's, to show the spread of the headline ratio
+    per_repeat = [statistics.median(x["step"] for x in a) / statistics.median(x["step"] for x in b)
+                  for a, b in zip(runs["grpo (ours)"], runs["grpo (plain TRL)"])]
+    base, plain = med["grpo (ours)"], med["grpo (plain TRL)"]
     print(f"\ntiny model {n_params / 1e6:.2f} M params; {args.prompts} prompts x G={args.group_size}, "
-          f"{args.tokens} tokens, torch threads {args.threads}; best of {args.repeats} medians of {args.steps} steps")
-    print(f"{'variant':20s} {'s/step':>8s} {'train s':>8s} {'step / grpo':>12s} {'train / grpo':>13s}")
-    for label, (step, train) in best.items():
-        print(f"{label:20s} {step:8.3f} {train:8.3f} {step / base[0]:12.3f} {train / base[1]:13.3f}")
-    plain = best["grpo (plain TRL)"]
-    print(f"\nResRL aligned / GRPO (whole step): {best['resrl aligned'][0] / base[0]:.3f}  (target <= 1.10)")
-    print(f"ResRL extra-pass / GRPO (whole step): {best['resrl extra-pass'][0] / base[0]:.3f}")
-    print(f"our GRPO / plain TRL GRPO (whole step): {base[0] / plain[0]:.3f}")
+          f"{args.tokens} tokens, torch threads {args.threads}; median over {args.steps} steps x {args.repeats} "
+          f"repeats (variants interleaved, order shuffled per repeat, seed {args.seed}); seconds per step")
+    head = f"{'variant':20s} {'step':>7s} " + " ".join(f"{c:>8s}" for c in PARTS) + f" {'step/grpo':>10s} {'step/TRL':>9s}"
+    print(head)
+    for label, m in med.items():
+        print(f"{label:20s} {m['step']:7.3f} " + " ".join(f"{m[c]:8.3f}" for c in PARTS)
+              + f" {m['step'] / base['step']:10.3f} {m['step'] / plain['step']:9.3f}")
+    print("\nour GRPO / plain TRL, part by part: " + ", ".join(
+        f"{c} {base[c] / plain[c]:.3f}" if plain[c] > 0 else f"{c} —" for c in ("step", *PARTS)))
+    print(f"our GRPO / plain TRL (whole step): {base['step'] / plain['step']:.3f}; per repeat: "
+          + ", ".join(f"{x:.3f}" for x in per_repeat))
+    print(f"ResRL aligned / GRPO (whole step): {med['resrl aligned']['step'] / base['step']:.3f}  (target <= 1.10)")
+    print(f"ResRL extra-pass / GRPO (whole step): {med['resrl extra-pass']['step'] / base['step']:.3f}")
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "order": order,
+                                         "medians": med, "per_repeat_ours_over_trl": per_repeat, "steps": runs},
+                                        indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The project's one prepared GPU check (docs/gpu.md): install offline, then every part of
-# scripts/gpu_check.py with its own time budget; the report is OUT/gpu_check.md + OUT/gpu_check.json
-# (rewritten after each part) and OUT/install.log.
+# The project's one prepared GPU check (docs/gpu.md): install (offline if need be), then every part of
+# scripts/gpu_check.py with its own time budget. Everything is written straight to files in OUT as
+# it comes: gpu_check.md + gpu_check.json (rewritten after each part), progress.log, logs/<part>.log,
+# generation.md / .json and install.log — a run cut short keeps what it wrote.
 #
-#   bash scripts/gpu-check.sh OUT                         # on the GPU machine, wheels/gpu carried along
+#   bash scripts/gpu-check.sh OUT                         # on any GPU machine (wheels/gpu beside it if offline)
 #   bash scripts/gpu-check.sh OUT --device cpu --tiny     # the CPU rehearsal (tests/test_gpu_check.py)
 #   RESRL_GPU_CHECK_PYTHON=.venv/bin/python bash scripts/gpu-check.sh OUT ...   # no install: use that Python
 #
@@ -20,7 +21,7 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 LOG="$OUT/install.log"
 : > "$LOG"
-say() { echo "gpu-check: $*" | tee -a "$LOG"; }
+say() { echo "gpu-check: $*" >> "$LOG"; echo "gpu-check: $*"; }  # to the file first, no pipe
 
 if [ -n "${RESRL_GPU_CHECK_PYTHON:-}" ]; then
   PY=$RESRL_GPU_CHECK_PYTHON

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Download, HERE (a machine with the package registry), the exact wheels `scripts/gpu-check.sh` needs
-# on a lent GPU machine beyond what that machine has (docs/gpu.md): it has Python 3.12, torch 2.11,
-# transformers 5.17, accelerate 1.15, peft, numpy, pyarrow, rich, tqdm, matplotlib, tensorboard and
-# pyyaml, but not TRL, datasets or Math-Verify, and no network.
+# Download, on a machine with the package registry, the exact wheels `scripts/gpu-check.sh` needs on a
+# GPU machine that has no network (docs/gpu.md): a CUDA machine with Python 3.12, torch, transformers,
+# accelerate, peft, numpy, pyarrow, rich, tqdm, matplotlib, tensorboard and pyyaml (a typical CUDA
+# image; the H100 and H200 the check ran on had exactly these) lacks TRL, datasets and Math-Verify.
 #
 #   bash scripts/gpu-wheels.sh            # -> wheels/gpu/ (git-ignored), prints the total size
-#   then carry wheels/gpu with the call:  run(command="bash scripts/gpu-check.sh OUT", carry=["wheels/gpu"])
+#   then bring wheels/gpu to the GPU machine with the checkout (a USB stick, a shared folder, scp, ...);
+#   gpu-check.sh installs what that machine lacks from it, offline. With a network it is not needed.
 #
 # Every wheel is named with its version (constraints.txt's, the tested set); nothing is pulled
 # implicitly (--no-deps), so the list below IS the set: TRL and datasets, their dependencies that the
@@ -40,8 +41,4 @@ done
 echo "wheels in $DEST:"
 ls -l "$DEST"/*.whl | awk '{printf "  %8.1f MiB  %s\n", $5 / 1048576, $9}'
 total=$(cat "$DEST"/*.whl | wc -c)
-echo "total: $(awk -v b="$total" 'BEGIN { printf "%.1f MiB (%d bytes); a device call carries at most 64 MiB", b / 1048576, b }')"
-if [ "$total" -gt $((48 * 1024 * 1024)) ]; then
-  echo "gpu-wheels: over 48 MiB: too close to the 64 MiB a call carries with the working tree" >&2
-  exit 1
-fi
+echo "total: $(awk -v b="$total" 'BEGIN { printf "%.1f MiB (%d bytes)", b / 1048576, b }')"

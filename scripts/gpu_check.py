@@ -10,13 +10,22 @@ first. Parts (in priority order, docs/gpu.md):
 
     env            versions, the device, which optional engines import (vLLM, DeepSpeed)
     model          a random-weight model with a real model's shape (Qwen3-0.6B's config), written locally
-    train-*        `resrl train` (the real CLI) for GRPO, ResRL aligned, ResRL extra-pass: loss, per-phase
-                   time and peak memory (log.phase_times), checkpoint saved and reloaded
+    generation     every generation path's tokens/s at the check's shape (benchmarks/bench_generation.py:
+                   32 rows, 256-token prompts, 128 new tokens), against HF generate as TRL calls it; the
+                   fastest path the trainer can use is what the training parts below run with
+    train-grpo-hf  `resrl train` GRPO with HF generation (TRL's call), 2 steps: the step split before
+    train-*        `resrl train` (the real CLI) for GRPO, ResRL aligned, ResRL extra-pass with the fastest
+                   generation path: loss, per-phase time and peak memory (log.phase_times), checkpoint
+                   saved and reloaded
     bench-weights  ResRL's weights vs the authors' per-group loop at d=2560, T=4096, 256 and 1024 rows
     numerics       ResRL's weights from a bf16 forward vs float32 on the same batch
     engines        vLLM / DeepSpeed / FSDP: what could not run and why
 
 A part is `python scripts/gpu_check.py --part NAME --work DIR [...]`, writing DIR/parts/NAME.json.
+Every output goes straight to a file: OUT/gpu_check.md and .json (rewritten after each part),
+OUT/progress.log (one line per part), OUT/logs/NAME.log (each part's own output, written as it
+comes), OUT/generation.md and .json (the generation part's table); nothing passes through a pipe
+that a cut-short call would lose. Models and runs stay in the work folder (DIR, outside OUT).
 """
 
 from __future__ import annotations
@@ -42,10 +51,20 @@ QWEN3_06B = dict(
     tie_word_embeddings=True, attention_bias=False, attention_dropout=0.0,
 )
 
-TRAIN_RUNS = {  # part -> (algorithm, engine.resrl_mode)
-    "train-grpo": ("grpo", "auto"),
-    "train-resrl-aligned": ("resrl", "aligned"),
-    "train-resrl-extra-pass": ("resrl", "extra-pass"),
+TRAIN_RUNS = {  # part -> (algorithm, engine.resrl_mode, generation: "hf" (TRL's call) | "fastest", steps)
+    "train-grpo-hf": ("grpo", "auto", "hf", 2),
+    "train-grpo": ("grpo", "auto", "fastest", 3),
+    "train-resrl-aligned": ("resrl", "aligned", "fastest", 3),
+    "train-resrl-extra-pass": ("resrl", "extra-pass", "fastest", 3),
+}
+# generation paths the trainer can run (benchmarks/bench_generation.py's names -> generation: settings);
+# the generation part's fastest of these is what the "fastest" training parts use
+TRAINER_PATHS = {
+    "hf": {"backend": "hf", "shared_prefill": False},
+    "hf+shared": {"backend": "hf", "shared_prefill": True},
+    "compiled": {"backend": "compiled", "shared_prefill": False},
+    "compiled+shared": {"backend": "compiled", "shared_prefill": True},
+    "paged": {"backend": "paged"},
 }
 PHASES = ("generation", "old_logps", "weights", "forward_backward", "other")
 
@@ -54,19 +73,34 @@ def profile(args) -> dict:
     """The sizes of each part: the real ones on a GPU, tiny ones for the CPU rehearsal."""
     if args.tiny:
         return dict(group_size=8, rollout_prompts=2, micro_batch=8, max_new_tokens=24, max_prompt_length=512,
-                    steps=3, bench=dict(d=64, T=64, rows=(32, 64), group_size=4),
+                    bench=dict(d=64, T=64, rows=(32, 64), group_size=4),
                     numerics=dict(groups=2, group_size=8, T=48),
+                    # the rehearsal's generation: the tiny model; compiled paths through torch.compile's
+                    # "eager" backend (inductor's CPU compile takes minutes) and no paged path (transformers'
+                    # continuous batching runs ~10 tokens/s on CPU), and the training parts choose among the
+                    # uncompiled paths only (a `resrl train` run would compile with inductor)
+                    generation=dict(shape="tiny", rows=16, paths="hf,hf+shared,compiled+shared",
+                                    compile_backend="eager", train_candidates=("hf", "hf+shared")),
                     # generous: a rehearsal on a loaded 2-core CI runner took 47 s to import TRL, 88 s per train run
-                    budgets={"env": 150, "model": 150, "train": 300, "bench-weights": 150, "numerics": 150,
-                             "engines": 90},
+                    budgets={"env": 150, "model": 150, "generation": 240, "train": 300, "bench-weights": 150,
+                             "numerics": 150, "engines": 90},
                     total_budget=None)
     return dict(group_size=8, rollout_prompts=4, micro_batch=8, max_new_tokens=args.max_new_tokens,
-                max_prompt_length=512, steps=3, bench=dict(d=2560, T=4096, rows=(256, 1024), group_size=4),
+                max_prompt_length=512, bench=dict(d=2560, T=4096, rows=(256, 1024), group_size=4),
                 numerics=dict(groups=4, group_size=8, T=512),
-                # measured on an H100 (2026-11-27): env 20 s, model 18-22 s, bench-weights 12 s, numerics 19 s,
-                # engines 5 s; a train run ~25 s to its first step, then 8-21 s a step at 128 new tokens
-                budgets={"env": 30, "model": 35, "train": 115, "bench-weights": 40, "numerics": 35, "engines": 15},
-                total_budget=480)  # 8 min in all: a device call's limit is 600 s, install (~25 s) included
+                generation=dict(shape="qwen3-0.6b", rows=32, paths="hf,compiled+shared,hf+shared,compiled,paged,vllm",
+                                compile_backend="inductor", train_candidates=tuple(TRAINER_PATHS)),
+                # measured on an H200 (2026-11-27, benchmarks/results/gpu-2026-11-27-h200/): env 15-18 s, model
+                # 16 s, bench-weights 11 s, numerics 23 s, engines 6 s; a train run with HF generation 68-81 s
+                # for 3 steps at 128 new tokens (~25 s to its first step, then 8-10 s a step, 7.7 s of it generation)
+                # generation: each path in its own process (~10 s to import and build the model), HF generate
+                # ~8 s a call, the compiled paths' first call compiles and captures (minutes cold on a CPU; the
+                # measured GPU time is what the first run will tell): the likeliest winner runs right after hf
+                budgets={"env": 25, "model": 25, "generation": 130, "train": 70, "train-grpo-hf": 60,
+                         "bench-weights": 20, "numerics": 30, "engines": 10},
+                # 510 s of parts + the install (25 s on the H100, 5-10 s with the wheels installed) stays inside
+                # 9 minutes; later parts keep at least 10 s each whatever the earlier ones took
+                total_budget=510)
 
 
 # ==== the driver ===================================================================================
@@ -87,6 +121,7 @@ def main(argv=None) -> int:
     ap.add_argument("--part", default=None, help=argparse.SUPPRESS)  # internal: run one part
     ap.add_argument("--plant", default=None, help=argparse.SUPPRESS)  # internal (tests): PART raises, hang:PART hangs
     ap.add_argument("--budget", type=float, default=60.0, help=argparse.SUPPRESS)  # internal: this part's seconds
+    ap.add_argument("--out-dir", default=None, help=argparse.SUPPRESS)  # internal: OUT, for the parts' own files
     args = ap.parse_args(argv)
     if args.part:
         return run_part(args)
@@ -96,7 +131,7 @@ def main(argv=None) -> int:
 
 
 def part_names(args) -> list[str]:
-    names = ["env", "model", *TRAIN_RUNS, "bench-weights", "numerics", "engines"]
+    names = ["env", "model", "generation", *TRAIN_RUNS, "bench-weights", "numerics", "engines"]
     if args.parts:
         wanted = args.parts.split(",")
         unknown = set(wanted) - set(names)
@@ -114,7 +149,7 @@ def drive(args) -> int:
     prof = profile(args)
     report = {"schema": SCHEMA, "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
               "command": " ".join([sys.executable, *sys.argv]), "device_requested": args.device, "tiny": args.tiny,
-              "profile": {k: v for k, v in prof.items() if k != "budgets"}, "parts": {}}
+              "profile": {k: v for k, v in prof.items() if k != "budgets"}, "out": str(out), "parts": {}}
     install_log = out / "install.log"  # scripts/gpu-check.sh's own lines (pip's output stays in the file)
     if install_log.is_file():
         report["install"] = [line.removeprefix("gpu-check: ") for line in install_log.read_text().splitlines()
@@ -122,54 +157,64 @@ def drive(args) -> int:
     t_all = time.perf_counter()
     names = part_names(args)
     total = prof["total_budget"] * args.budget_scale if prof["total_budget"] else None
+    (out / "logs").mkdir(exist_ok=True)
+    progress = out / "progress.log"
+
+    def say(line: str) -> None:  # to the console and straight to OUT/progress.log
+        print(line, flush=True)
+        with open(progress, "a") as f:
+            f.write(line + "\n")
+
     for i, name in enumerate(names):
-        budget = prof["budgets"]["train" if name in TRAIN_RUNS else name] * args.budget_scale
+        budget = prof["budgets"].get(name, prof["budgets"]["train" if name in TRAIN_RUNS else name]) * args.budget_scale
         if total is not None:  # the whole check stays within `total`: later parts keep at least 10 s each
             left = total - (time.perf_counter() - t_all) - 10 * (len(names) - i - 1)
             budget = max(10.0, min(budget, left))
-        entry = run_subprocess_part(args, name, work, budget)
+        say(f"gpu_check: {name}: started (budget {budget:.0f} s)")
+        entry = run_subprocess_part(args, name, work, budget, out / "logs" / f"{name}.log")
         report["parts"][name] = entry
         report["wall_s"] = round(time.perf_counter() - t_all, 1)
         report["summary"] = summarise(report)
         write_report(out, report)
-        print(f"gpu_check: {name}: {entry['status']} in {entry['wall_s']:.1f} s (budget {budget:.0f} s)", flush=True)
+        say(f"gpu_check: {name}: {entry['status']} in {entry['wall_s']:.1f} s (budget {budget:.0f} s)")
     report["finished"] = True
     write_report(out, report)
     failed = [n for n, e in report["parts"].items() if e["status"] not in ("ok", "skipped")]
-    print(f"gpu_check: report in {out}/gpu_check.md ({report['wall_s']:.0f} s); "
-          f"{'not ok: ' + ', '.join(failed) if failed else 'all parts ok'}", flush=True)
+    say(f"gpu_check: report in {out}/gpu_check.md ({report['wall_s']:.0f} s); "
+        f"{'not ok: ' + ', '.join(failed) if failed else 'all parts ok'}")
     return 0
 
 
-def run_group(cmd, timeout: float, **kwargs) -> tuple[int | None, str]:
-    """Run `cmd` in its own process group; on timeout kill the whole group (a part's `resrl train`,
+def run_group(cmd, timeout: float, log: Path, **kwargs) -> tuple[int | None, str]:
+    """Run `cmd` in its own process group, its output written straight to `log` as it comes (a
+    cut-short run keeps what it printed); on timeout kill the whole group (a part's `resrl train`,
     its reward workers), so that nothing cut short keeps the GPU busy. (returncode | None, output)."""
     import signal
 
-    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, errors="replace", **kwargs)
-    try:
-        output, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, output
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        output, _ = proc.communicate()
-        return None, output or ""
+    with open(log, "ab") as f:
+        proc = subprocess.Popen(cmd, start_new_session=True, stdout=f, stderr=subprocess.STDOUT, **kwargs)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            rc = None
+    return rc, log.read_text(errors="replace")
 
 
-def run_subprocess_part(args, name: str, work: Path, budget: float) -> dict:
+def run_subprocess_part(args, name: str, work: Path, budget: float, log: Path) -> dict:
     result_file = work / "parts" / f"{name}.json"
     result_file.unlink(missing_ok=True)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--part", name, "--work", str(work),
-           "--device", args.device, "--max-new-tokens", str(args.max_new_tokens), "--budget", str(budget)]
+           "--device", args.device, "--max-new-tokens", str(args.max_new_tokens), "--budget", str(budget),
+           "--out-dir", str(log.parent.parent)]
     if args.tiny:
         cmd.append("--tiny")
     if args.plant:
         cmd += ["--plant", args.plant]
     t0 = time.perf_counter()
-    log = work / "parts" / f"{name}.log"
-    rc, output = run_group(cmd, budget + 5, cwd=ROOT)
-    log.write_text(output)
+    log.unlink(missing_ok=True)
+    rc, _ = run_group(cmd, budget + 5, log, cwd=ROOT)
     status = "timeout" if rc is None else None
     wall = time.perf_counter() - t0
     entry = {"budget_s": round(budget), "wall_s": round(wall, 1)}
@@ -305,7 +350,22 @@ def score(completions, answers):  # resrl's convention, positional (a **kwargs w
 '''
 
 
-def train_config(args, work: Path, prof: dict, algo: str, mode: str, out_dir: Path) -> Path:
+def training_generation(work: Path, which: str) -> tuple[dict, str]:
+    """(the `generation:` section, where it came from) of a training part: TRL's call for "hf", else the
+    generation part's fastest path that the trainer can run (TRL's call when that part has no answer)."""
+    if which == "hf":
+        return {"backend": "hf", "shared_prefill": False, "reuse_frozen": False}, "HF generate (TRL's call)"
+    found = work / "parts" / "generation.json"
+    choice = json.loads(found.read_text()).get("fastest_for_training") if found.is_file() else None
+    if not choice:
+        return ({"backend": "hf", "shared_prefill": False, "reuse_frozen": False},
+                "HF generate: the generation part measured no faster path")
+    return {**TRAINER_PATHS[choice["path"]]}, f"{choice['path']} (the generation part's fastest, " \
+                                              f"{choice['x_hf']:.2f}× HF generate)"
+
+
+def train_config(args, work: Path, prof: dict, algo: str, mode: str, out_dir: Path, steps: int,
+                 generation: dict) -> Path:
     import yaml
 
     (work / "reward.py").write_text(REWARD_PY)
@@ -315,16 +375,17 @@ def train_config(args, work: Path, prof: dict, algo: str, mode: str, out_dir: Pa
         "data": {"train": "gsm8k", "max_problems": 64},
         "reward": {"function": f"{work / 'reward.py'}:score", "num_workers": 1},
         "algorithm": {"name": algo},
-        "train": {"output_dir": str(out_dir), "seed": 0, "max_steps": prof["steps"], "learning_rate": 1.0e-6,
+        "train": {"output_dir": str(out_dir), "seed": 0, "max_steps": steps, "learning_rate": 1.0e-6,
                   "rollout_prompts": prof["rollout_prompts"], "group_size": prof["group_size"],
                   "micro_batch_size": prof["micro_batch"], "max_prompt_length": prof["max_prompt_length"],
                   "max_completion_length": prof["max_new_tokens"], "temperature": 1.0,
                   "bf16": not args.tiny, "use_cpu": args.device == "cpu"},
         "engine": {"resrl_mode": mode},
+        "generation": generation,
         "log": {"logging_steps": 1, "report_to": ["none"], "phase_times": True,
                 # on the GPU the progress line is how a cut-short run shows how far it got (cli_tail)
                 "progress": not args.tiny},
-        "checkpoint": {"save_steps": prof["steps"], "save_total_limit": 1},
+        "checkpoint": {"save_steps": steps, "save_total_limit": 1},
     }
     path = out_dir.parent / f"{out_dir.name}.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -334,19 +395,24 @@ def train_config(args, work: Path, prof: dict, algo: str, mode: str, out_dir: Pa
 def part_train(args, work, prof) -> dict:
     import shutil
 
-    algo, mode = TRAIN_RUNS[args.part]
+    algo, mode, which, n_steps = TRAIN_RUNS[args.part]
     out_dir = work / "runs" / args.part
     shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
-    cfg_path = train_config(args, work, prof, algo, mode, out_dir)
+    generation, generation_from = training_generation(work, which)
+    cfg_path = train_config(args, work, prof, algo, mode, out_dir, n_steps, generation)
     cmd = [sys.executable, "-m", "resrl", "train", "--config", str(cfg_path)]
-    res = {"algorithm": algo, "resrl_mode": mode, "command": " ".join(cmd),
+    res = {"algorithm": algo, "resrl_mode": mode, "command": " ".join(cmd), "steps_asked": n_steps,
+           "generation": generation, "generation_from": generation_from,
            "rows_per_step": prof["rollout_prompts"] * prof["group_size"], "group_size": prof["group_size"],
            "max_new_tokens": prof["max_new_tokens"]}
     t0 = time.perf_counter()
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     # what the CLI leaves of the budget goes to the checkpoint reload (a few seconds)
-    rc, output = run_group(cmd, max(10.0, args.budget - 10), env=env)
+    logs = Path(args.out_dir) / "logs" if args.out_dir else work / "parts"
+    log = logs / f"{args.part}-cli.log"
+    log.unlink(missing_ok=True)
+    rc, output = run_group(cmd, max(10.0, args.budget - 10), log, env=env)
     res["cli_rc"], res["cli_tail"] = rc, output[-2000:]
     status = "timeout" if rc is None else "ok" if rc == 0 else "error"
     res["cli_wall_s"] = round(time.perf_counter() - t0, 1)
@@ -363,9 +429,10 @@ def part_train(args, work, prof) -> dict:
     res["rewards_mixed"] = any(float(st.get("reward_std", 0.0)) > 0 for st in steps)
     res["memory_note"] = None if args.device == "cuda" else "unavailable on CPU (peak memory is CUDA's allocator)"
     if status == "ok":
-        res["checkpoint"] = check_checkpoint(out_dir, prof["steps"], args)
+        res["checkpoint"] = check_checkpoint(out_dir, n_steps, args)
         if not res["checkpoint"]["ok"]:
             status = "error"
+            res["error"] = f"the checkpoint of step {n_steps} is incomplete or did not reload: {res['checkpoint']}"
         if not res["loss_finite"]:
             status = "error"
         if any(res["reward_faults"].values()) or not res["rewards_mixed"]:
@@ -373,6 +440,46 @@ def part_train(args, work, prof) -> dict:
             res["error"] = (f"the reward failed ({res['reward_faults']}) or never told completions apart "
                             f"(reward_std 0 in every step): the run trained nothing")
     res["status"] = status
+    return res
+
+
+def part_generation(args, work, prof) -> dict:
+    """benchmarks/bench_generation.py at the check's shape, within this part's budget: its table and
+    JSON straight into OUT (generation.md, generation.json), each path's tokens/s and ratio to HF
+    generate, and the fastest path the trainer can run (what the "fastest" training parts use)."""
+    g = prof["generation"]
+    out = Path(args.out_dir) if args.out_dir else work
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "bench_generation.py"), "--device", args.device,
+           "--shape", g["shape"], "--rows", str(g["rows"]), "--paths", g["paths"], "--repeats", "1",
+           "--compile-backend", g["compile_backend"], "--budget", str(max(10.0, args.budget - 15)),
+           "--json", str(out / "generation.json"), "--out-md", str(out / "generation.md")]
+    if not args.tiny:
+        cmd += ["--tokens", str(args.max_new_tokens)]
+    log = (out / "logs" if args.out_dir else work / "parts") / "generation-bench.log"
+    log.unlink(missing_ok=True)
+    rc, output = run_group(cmd, max(10.0, args.budget - 5), log, cwd=ROOT)
+    res = {"command": " ".join(cmd), "bench_rc": rc, "bench_tail": output[-1500:]}
+    found = out / "generation.json"
+    if not found.is_file():
+        res.update(status="timeout" if rc is None else "error",
+                   error=f"bench_generation.py wrote no results (rc {rc}); see logs/generation-bench.log")
+        return res
+    bench = json.loads(found.read_text())
+    rows = [r for r in bench["results"] if r.get("rows") == g["rows"]]
+    res["header"], res["table"] = bench["header"], bench["table"]
+    res["paths"] = {r["path"]: {k: r.get(k) for k in ("status", "note", "first_s", "call_s", "tokens_s", "x_hf",
+                                                       "decode_ms", "floor_ms", "x_floor", "peak_mib", "prefill_s")}
+                    for r in rows}
+    usable = [r for r in rows if r.get("status") == "ok" and r["path"] in g["train_candidates"] and r.get("x_hf")]
+    best = max(usable, key=lambda r: r["tokens_s"], default=None)
+    res["fastest_for_training"] = None if best is None else {"path": best["path"], "x_hf": best["x_hf"],
+                                                             "tokens_s": best["tokens_s"]}
+    measured = [r for r in rows if r.get("status") == "ok"]
+    res["fastest_measured"] = max(measured, key=lambda r: r["tokens_s"])["path"] if measured else None
+    (work / "parts" / "generation.json").write_text(json.dumps(res, default=str))  # read by the training parts
+    res["status"] = "ok" if rc == 0 and any(r["path"] == "hf" and r.get("status") == "ok" for r in rows) else "error"
+    if res["status"] != "ok":
+        res["error"] = "HF generate (the baseline) did not finish: no ratio" if rc == 0 else f"bench rc {rc}"
     return res
 
 
@@ -593,22 +700,22 @@ def part_engines(args, work, prof) -> dict:
 
     res = {}
     for name, mod, why in (
-            ("vLLM rollouts", "vllm", "vLLM is not installed on the lent machine and its wheels (hundreds of MB, one "
-                                      "pinned torch) cannot travel within 64 MiB; generation here is HF generate"),
-            ("DeepSpeed ZeRO", "deepspeed", "DeepSpeed is not installed on the lent machine (no network); its "
-                                            "configs (configs/accelerate/deepspeed_zero*.yaml) need it and several GPUs")):
+            ("vLLM rollouts", "vllm", "vLLM is not installed on this machine (its wheels are hundreds of MB and pin "
+                                      "one torch); the generation part measured the other paths"),
+            ("DeepSpeed ZeRO", "deepspeed", "DeepSpeed is not installed on this machine; its configs "
+                                            "(configs/accelerate/deepspeed_zero*.yaml) need it and several GPUs")):
         found = importlib.util.find_spec(mod) is not None
         res[name] = {"ran": False, "installed": found,
                      "why": why if not found else "installed, but not exercised by this check (one GPU, one call)"}
     res["FSDP2"] = {"ran": False, "installed": True,
                     "why": f"torch ships FSDP, but configs/accelerate/fsdp2.yaml shards over several processes and "
-                           f"this machine has {torch.cuda.device_count()} GPU(s); not exercised in the one call"}
-    res["multi-GPU / several processes"] = {"ran": False, "why": "one GPU lent"}
+                           f"this machine has {torch.cuda.device_count()} GPU(s); not exercised by this check"}
+    res["multi-GPU / several processes"] = {"ran": False, "why": "the check runs one process on one GPU"}
     return res
 
 
-PARTS = {"env": part_env, "model": part_model, "train": part_train, "bench-weights": part_bench_weights,
-         "numerics": part_numerics, "engines": part_engines}
+PARTS = {"env": part_env, "model": part_model, "generation": part_generation, "train": part_train,
+         "bench-weights": part_bench_weights, "numerics": part_numerics, "engines": part_engines}
 
 
 # ==== the report ===================================================================================
@@ -624,7 +731,16 @@ def summarise(report: dict) -> dict:
             a, b = ph.get(key), grpo.get(key)
             r[key] = a / b if a and b else None
         ratios[run.removeprefix("train-")] = r
-    return {"status": {n: e["status"] for n, e in parts.items()}, "resrl_over_grpo": ratios}
+    # the step split before (HF generate, TRL's call) and after (the fastest path), GRPO
+    hf = (parts.get("train-grpo-hf") or {}).get("phases") or {}
+    speedup = {}
+    for key in ("step_s", "generation_s", "forward_backward_s"):
+        a, b = hf.get(key), grpo.get(key)
+        speedup[key] = a / b if a and b else None
+    gen = parts.get("generation") or {}
+    return {"status": {n: e["status"] for n, e in parts.items()}, "resrl_over_grpo": ratios,
+            "grpo_hf_over_fastest": speedup, "generation_fastest": gen.get("fastest_measured"),
+            "generation_for_training": gen.get("fastest_for_training")}
 
 
 def _f(x, nd=3) -> str:
@@ -657,20 +773,35 @@ def write_report(out: Path, report: dict) -> None:
     for name, e in parts.items():
         lines.append(f"| {name} | {e['status']} | {e['wall_s']:.1f} | {e['budget_s']} | "
                      f"{(e.get('error') or '').replace('|', '/')[:160]} |")
+    ge = parts.get("generation")
+    if ge:
+        lines += ["", "## Generation (`benchmarks/bench_generation.py`)", ""]
+        if ge.get("table"):
+            lines += [ge.get("header", ""), "", ge["table"], ""]
+            best = ge.get("fastest_for_training")
+            lines.append(f"Fastest measured: {ge.get('fastest_measured')}; the training parts below ran with "
+                         + (f"**{best['path']}** ({best['x_hf']:.2f}× HF generate)" if best else
+                            "HF generate (no faster path the trainer runs was measured)") + ".")
+        else:
+            lines.append(f"not measured: {ge.get('error') or ge['status']}")
     lines += ["", "## Training (`resrl train`, log.phase_times)", ""]
     runs = [n for n in TRAIN_RUNS if n in parts]
     if runs:
         p0 = parts[runs[0]]
         lines += [f"{p0.get('rows_per_step')} rows per step (G = {p0.get('group_size')}), at most "
-                  f"{p0.get('max_new_tokens')} new tokens, HF generation; mean per step over steps ≥ 2 (seconds; "
-                  "peak memory in GiB, the maximum over steps).", "",
-                  "| run | status | steps | loss finite | checkpoint | step s | generation s | old log-probs s | "
-                  "weights s | fwd-bwd s | other s | step peak GiB | gen peak | old-lp peak | weights peak | fwd-bwd peak |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  f"{p0.get('max_new_tokens')} new tokens; grpo-hf: HF generate (TRL's call), the others: the "
+                  "generation path named; mean per step over steps ≥ 2 (seconds; peak memory in GiB, the maximum "
+                  "over steps).", "",
+                  "| run | generation | status | steps | loss finite | checkpoint | step s | generation s | "
+                  "old log-probs s | weights s | fwd-bwd s | other s | step peak GiB | gen peak | old-lp peak | "
+                  "weights peak | fwd-bwd peak |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for n in runs:
             e, ph = parts[n], parts[n].get("phases") or {}
             ck = e.get("checkpoint") or {}
-            lines.append(f"| {n.removeprefix('train-')} | {e['status']} | {e.get('steps_done', 0)} | "
+            gen_cfg = e.get("generation") or {}
+            gen_label = gen_cfg.get("backend", "—") + ("+shared" if gen_cfg.get("shared_prefill") else "")
+            lines.append(f"| {n.removeprefix('train-')} | {gen_label} | {e['status']} | {e.get('steps_done', 0)} | "
                          f"{e.get('loss_finite')} | {'saved+reloaded' if ck.get('ok') else '—'} | "
                          + " | ".join(_f(ph.get(f"{k}_s")) for k in ("step", *PHASES)) + " | "
                          + " | ".join(_f(ph.get(f"{k}_peak_gib"), 2)
@@ -678,8 +809,13 @@ def write_report(out: Path, report: dict) -> None:
         note = next((parts[n].get("memory_note") for n in runs if parts[n].get("memory_note")), None)
         if note:
             lines += ["", f"Peak memory: {note}."]
+        sp = report.get("summary", {}).get("grpo_hf_over_fastest", {})
+        if sp.get("step_s"):
+            lines += ["", f"GRPO, HF generate ÷ the fastest path: step {_f(sp['step_s'], 2)}×, generation "
+                          f"{_f(sp.get('generation_s'), 2)}×, forward-backward {_f(sp.get('forward_backward_s'), 2)}× "
+                          "(higher: the fastest path saves more)."]
         r = report.get("summary", {}).get("resrl_over_grpo", {})
-        lines += ["", "ResRL ÷ GRPO: " + "; ".join(
+        lines += ["", "ResRL ÷ GRPO (both with the fastest path): " + "; ".join(
             f"{k}: step time {_f(v.get('step_s'), 2)}×, peak memory {_f(v.get('step_peak_gib'), 2)}×"
             for k, v in r.items()) + ".", "",
             "Weights' share of the step (weights s ÷ step s): " + "; ".join(

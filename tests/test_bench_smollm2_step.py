@@ -96,8 +96,13 @@ def test_the_benchmark_trains_the_demos_top_layers_when_asked(bench, tmp_path):
     model_dir = build_small_model(tmp_path / "tiny")
     args = bench.parse_args(["--model", model_dir, "--prompts", "2", "--group-size", "4", "--tokens", "4",
                              "--steps", "1", "--micro-batch", "4", "--trainable-layers", "1"])
-    assert [v[-1] for v in bench.variants(args)] == [4, 4, 4]
+    assert [v[4] for v in bench.variants(args)] == [4, 4, 4]  # (label, kind, algorithm, mode, micro-batch, keys)
     trainer = build_trainer(model_dir, tmp_path / "out", args, "ours", "grpo", "auto", 4,
                             overrides=bench.trainer_overrides(args))
     trainable = {n for n, p in trainer.model.named_parameters() if p.requires_grad}
     assert trainable and all(n.startswith("model.layers.1.") or n == "model.norm.weight" for n in trainable)
+    # --compare-generation's "before" rows reach the trainer: TRL's generate call, nothing reused
+    before = build_trainer(model_dir, tmp_path / "out2", args, "ours", "grpo", "auto", 4,
+                           overrides=[*bench.trainer_overrides(args), *bench.BEFORE])
+    r = before.rollout_path.resolved
+    assert (r.backend, r.own_path, r.shared_prefill, r.reuse_frozen) == ("hf", False, False, False)

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TRAIN_PARTS = ("train-grpo", "train-resrl-aligned", "train-resrl-extra-pass")
-ALL_PARTS = ("env", "model", *TRAIN_PARTS, "bench-weights", "numerics", "engines")
+TRAIN_PARTS = ("train-grpo-hf", "train-grpo", "train-resrl-aligned", "train-resrl-extra-pass")
+ALL_PARTS = ("env", "model", "generation", *TRAIN_PARTS, "bench-weights", "numerics", "engines")
+STEPS = {"train-grpo-hf": 2}  # the HF-generation run that gives the step split before: 2 steps; the others 3
 
 
 def _run_check(out: Path, *extra: str, timeout: float = 1500) -> subprocess.CompletedProcess:
@@ -65,15 +66,16 @@ def test_rehearsal_training_numbers(rehearsal):
     report, _, _ = rehearsal
     for name in TRAIN_PARTS:
         e = report["parts"][name]
-        assert e["steps_done"] == 3 and e["loss_finite"] is True, name
+        n = STEPS.get(name, 3)
+        assert e["steps_done"] == n and e["loss_finite"] is True, name
         # the run learned from something: the check's reward ran without a fault and told completions
         # apart (a reward the adapter could not call scored 0 everywhere and still "finished")
         assert not any(e["reward_faults"].values()) and e["rewards_mixed"] is True, (name, e["reward_faults"])
         assert any(s["grad_norm"] > 0 for s in e["steps"]), name
         assert all(math.isfinite(s["loss"]) for s in e["steps"])
         ck = e["checkpoint"]
-        assert ck["ok"] and ck["global_step"] == 3 and ck["reloaded_forward_finite"], (name, ck)
-        assert ck["reloaded_from"] == "checkpoint-3" and ck["optimizer_state_params"] > 0, ck
+        assert ck["ok"] and ck["global_step"] == n and ck["reloaded_forward_finite"], (name, ck)
+        assert ck["reloaded_from"] == f"checkpoint-{n}" and ck["optimizer_state_params"] > 0, ck
         ph = e["phases"]
         for key in ("step_s", "generation_s", "forward_backward_s"):
             assert _positive(ph[key]), (name, key, ph[key])
@@ -94,6 +96,31 @@ def test_rehearsal_training_numbers(rehearsal):
     ratios = report["summary"]["resrl_over_grpo"]
     for mode in ("resrl-aligned", "resrl-extra-pass"):
         assert _positive(ratios[mode]["step_s"]) and ratios[mode]["step_peak_gib"] is None
+    # before: HF generate (TRL's call); after: the generation part's fastest path the trainer runs
+    assert report["parts"]["train-grpo-hf"]["generation"] == {"backend": "hf", "shared_prefill": False,
+                                                              "reuse_frozen": False}
+    chosen = report["parts"]["generation"]["fastest_for_training"]["path"]
+    for name in TRAIN_PARTS[1:]:
+        assert report["parts"][name]["generation_from"].startswith(chosen), name
+    assert _positive(report["summary"]["grpo_hf_over_fastest"]["step_s"])
+
+
+@pytest.mark.slow
+def test_rehearsal_generation_part(rehearsal):
+    """Every path's tokens/s at the check's (here tiny) shape against HF generate, the table in OUT,
+    and the fastest path the trainer can run chosen from the measured ones."""
+    report, md, _ = rehearsal
+    gen = report["parts"]["generation"]
+    assert gen["status"] == "ok"
+    assert set(gen["paths"]) == {"hf", "hf+shared", "compiled+shared"}
+    for path, p in gen["paths"].items():
+        assert p["status"] == "ok" and _positive(p["tokens_s"]) and _positive(p["call_s"]), (path, p)
+        assert _positive(p["floor_ms"]) and p["peak_mib"] > 0
+    assert gen["paths"]["hf"]["x_hf"] == pytest.approx(1.0)
+    best = gen["fastest_for_training"]
+    assert best["path"] in ("hf", "hf+shared")  # the rehearsal's trainer candidates (no inductor compile on CPU)
+    assert best["tokens_s"] == max(gen["paths"][p]["tokens_s"] for p in ("hf", "hf+shared"))
+    assert "## Generation" in md and "× hf" in md
 
 
 @pytest.mark.slow
@@ -111,9 +138,14 @@ def test_rehearsal_weights_and_numerics(rehearsal):
     en = report["parts"]["engines"]
     assert en["vLLM rollouts"]["ran"] is False and en["vLLM rollouts"]["why"]
     assert en["DeepSpeed ZeRO"]["ran"] is False
-    for heading in ("## Parts", "## Training", "ResRL ÷ GRPO", "## ResRL's weights", "## Numerics",
+    for heading in ("## Parts", "## Generation", "## Training", "ResRL ÷ GRPO", "## ResRL's weights", "## Numerics",
                     "## What did not run, and why", "vLLM"):
         assert heading in md, heading
+    # every output written straight to OUT: one log per part, the progress lines, the generation table
+    out = Path(report["out"])
+    assert {f"{n}.log" for n in ALL_PARTS} <= {p.name for p in (out / "logs").iterdir()}
+    assert (out / "generation.md").is_file() and (out / "generation.json").is_file()
+    assert len((out / "progress.log").read_text().splitlines()) == 2 * len(ALL_PARTS) + 1
 
 
 def test_broken_or_slow_part_is_reported_and_the_report_kept(tmp_path):

@@ -255,6 +255,8 @@ def test_planted_signature_changes_are_seen():
         def _load_from_checkpoint(self, resume_from_checkpoint, model=None): ...
         def _get_train_sampler(self, dataset=None): ...
         def training_step(self, model, inputs, num_items_in_batch): ...
+        def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations,
+                                  has_tool_images=False): ...
 
     problems = method_problems(Renamed)
     assert len(problems) == 3, problems
@@ -453,15 +455,15 @@ def test_generation_batch_has_the_keys_relied_on(misaligned):
     """A real round of TRL's _generate_and_score_completions: every key the engine reads, with
     old log-probs (misaligned round) and log π_ref (beta != 0)."""
     batch = misaligned.last_batch
-    assert missing_batch_keys(batch, [k for k in compat.TRL_BATCH_KEYS
-                                      if k not in ("importance_sampling_ratio", "tool_mask")]) == []
+    optional = ("importance_sampling_ratio", "tool_mask", "sampling_per_token_logps")  # vLLM / tools / recorded
+    assert missing_batch_keys(batch, [k for k in compat.TRL_BATCH_KEYS if k not in optional]) == []
     B, C = batch["completion_ids"].shape
     assert batch["completion_mask"].shape == (B, C) and batch["prompt_ids"].shape == batch["prompt_mask"].shape
     assert batch["old_per_token_logps"].shape == (B, C) and batch["ref_per_token_logps"].shape == (B, C)
     assert batch["num_items_in_batch"].dim() == 0
     # keys set only with vLLM / tools, read from the source
     source = inspect.getsource(GRPOTrainer._generate_and_score_completions)
-    for key in ("importance_sampling_ratio", "tool_mask"):
+    for key in optional:
         assert f'output["{key}"]' in source, key
 
 
@@ -478,7 +480,8 @@ def test_planted_renamed_batch_key_is_seen(model_dir, tmp_path, monkeypatch):
     trainer.model.train()
     batch = trainer._generate_and_score_completions([trainer.train_dataset[0]] * 4)
     assert missing_batch_keys(batch, compat.TRL_BATCH_KEYS) == [
-        "completion_mask", "old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio", "tool_mask"]
+        "completion_mask", "old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio",
+        "sampling_per_token_logps", "tool_mask"]
 
 
 # ---- 1. the order of calls within a training step ---------------------------------------------------------
@@ -562,3 +565,50 @@ def test_planted_missing_pixel_split_is_seen(monkeypatch):
             expected = torch.cat([torch.full((int(micro["image_grid_thw"][i].prod()), 3), float(r))
                                   for i, r in enumerate(rows)])
             assert torch.equal(micro["pixel_values"], expected)
+
+
+# ---- 7. the fused LM head's scored positions ------------------------------------------------------------
+
+def test_fused_head_reads_use_triton_to_choose_the_scored_positions():
+    import trl.trainer.utils as trl_utils
+
+    assert callable(trl_utils._use_triton)
+    source = inspect.getsource(trl_utils.add_fused_lm_head)
+    assert "compact = _use_triton(hidden_states.device)" in source
+    assert "hidden_states[mask] if compact" in source
+
+
+def test_labelled_positions_only_scores_the_completion_rows_with_the_same_logprobs(monkeypatch):
+    """On CPU with a real-sized vocabulary the fused head projects only the labelled positions; the
+    log-probs are those of every-position scoring; off CPU, below the vocabulary floor or switched
+    off, TRL's choice stands; the patch is undone on exit."""
+    import trl.trainer.utils as trl_utils
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=2048, hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                      num_key_value_heads=1, head_dim=16, tie_word_embeddings=True)
+    model = Qwen3ForCausalLM(cfg)
+    trl_utils.add_fused_lm_head(model, temperature=0.7, outputs=("log_probs", "entropy"))
+    ids = torch.randint(5, 2000, (3, 12))
+    labels = ids.clone()
+    labels[:, :-5] = -100  # a 7-token prompt, 5 completion tokens
+    rows = []
+    real = trl_utils._ChunkedLogProbFunction.apply
+    monkeypatch.setattr(trl_utils._ChunkedLogProbFunction, "apply",
+                        lambda hidden, *a: (rows.append(hidden.shape[0]), real(hidden, *a))[1])
+    original = trl_utils._use_triton
+    with torch.no_grad():
+        every = model(input_ids=ids, labels=labels, fused_lm_head=True)
+        with compat.labelled_positions_only(torch.device("cpu"), cfg.vocab_size):
+            assert trl_utils._use_triton is not original
+            only = model(input_ids=ids, labels=labels, fused_lm_head=True)
+    assert trl_utils._use_triton is original
+    assert rows == [3 * 11, 3 * 5]  # every position of the shifted sequence, then the 5 labelled ones only
+    assert torch.allclose(every.log_probs, only.log_probs, atol=1e-6)
+    assert torch.allclose(every.entropy[:, -5:], only.entropy[:, -5:], atol=1e-6)
+    for device, vocab, on in ((torch.device("meta"), 2048, True), (torch.device("cpu"), 100, True),
+                              (torch.device("cpu"), 2048, False)):
+        monkeypatch.setattr(compat, "LABELLED_POSITIONS_ONLY", on)
+        with compat.labelled_positions_only(device, vocab):
+            assert trl_utils._use_triton is original

@@ -14,7 +14,8 @@ from torch.nn import functional as F
 
 from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages
 
-LEFT_PADDED = ("prompt_ids", "prompt_mask")
+# (frozen_prompt_states: the frozen layers' prompt states, resrl.engines.generation.FROZEN_KEYS)
+LEFT_PADDED = ("prompt_ids", "prompt_mask", "frozen_prompt_states")
 
 
 def _rows(value) -> bool:

@@ -76,6 +76,7 @@ from resrl.engines.checkpoints import read_engine_state, save_atomically, write_
 from resrl.engines.critic import Critic
 from resrl.engines.dynamic_sampling import RefillStream, dynamically_sampled
 from resrl.engines.flowrl_head import LOG_Z_ATTR, LOG_Z_FILE, FlowRLHead, without_log_z_params
+from resrl.engines.generation import GenerationSettings, TrainerGeneration, sampling_is_tempered_softmax
 from resrl.engines.phases import PhaseTimer
 from resrl.engines.reference import build_reference_model, reference_logps
 from resrl.engines.step_round import StepRound
@@ -117,6 +118,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                         (ppo); None: `args.critic_*` of a ResRLGRPOConfig, else CriticConfig's defaults
     phase_times:        log time/<phase>_s and memory/<phase>_peak_gib per optimiser step
                         (resrl.engines.phases; off: no cost)
+    generation:         which generation path samples the rollouts (resrl.engines.generation.GenerationSettings;
+                        None: `args.generation_backend` etc. of a ResRLGRPOConfig, else auto)
     Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G, or a
     `resrl.engines.trl_config.ResRLGRPOConfig` carrying the settings above as flat fields). What
     becomes of every GRPOConfig field: engines/trl_fields.py (honoured, mapped, refused, irrelevant).
@@ -125,7 +128,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     def __init__(self, *args, algorithm: AlgorithmConfig | str | None = None, loss_config: LossConfig | None = None,
                  resrl_mode: str | None = None, dynamic_sampling: bool | None = None,
                  max_refill_rounds: int | None = None, step_rollout: StepRolloutConfig | None = None,
-                 phase_times: bool = False, critic: CriticConfig | None = None, **kwargs):
+                 phase_times: bool = False, critic: CriticConfig | None = None,
+                 generation: GenerationSettings | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         self.phases = PhaseTimer(phase_times, self.accelerator.device)
         if phase_times:
@@ -158,6 +162,10 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                                     temperature=self.temperature)
         if needs_head:
             self._check_plain_output_head()
+        # the generation path (resrl.engines.generation): TRL's call, or resrl's
+        self.rollout_path = TrainerGeneration(self, generation, needs_penultimate)
+        self.rollout_path.comparable = sampling_is_tempered_softmax(self.generation_config) \
+            if getattr(self, "generation_config", None) is not None else False
         self._policy_loss = get_policy_loss(spec.policy_loss)
         if spec.policy_loss != "clipped-surrogate" and self.use_vllm and self.vllm_importance_sampling_correction:
             raise ValueError(f"GRPOConfig.vllm_importance_sampling_correction=True is not supported with the "
@@ -270,6 +278,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         with self.capture.armed(extra_pass) as captured, \
                 model_defaults_hidden(self.accelerator.unwrap_model(self.model)):
             out, rewards = self.trl_generate_and_score(inputs)
+        self.rollout_path.attach(self, out)  # the frozen layers' states (generation.reuse_frozen)
         ids, mask = out["completion_ids"], out["completion_mask"]
         B, device = ids.shape[0], ids.device
         start = self.accelerator.process_index * B
@@ -302,6 +311,9 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                 return self.capture.record_forward(model, input_ids, logits_to_keep, forward)
         return self.capture.record_forward(model, input_ids, logits_to_keep, forward)
 
+    def generate_rows(self, prompt_ids, images, multimodal_fields, trl_call):
+        return self.rollout_path.generate(self, prompt_ids, images, multimodal_fields, trl_call)
+
     def training_step(self, *args, **kwargs):
         # the generation round (in _prepare_inputs) and the weights inside are timed as their own phases
         with self.phases.phase("forward_backward"):
@@ -332,8 +344,10 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         log_z_capture = self.flowrl_head.capture(prompt_ids.shape[1]) if self.flowrl_head is not None \
             else contextlib.nullcontext()
         critic_capture = self.critic.capture(C) if self.critic is not None else contextlib.nullcontext()
+        # above the frozen layers whose states generation computed (generation.reuse_frozen), else nothing
+        trunk = self.rollout_path.training_forward(self, model, inputs, input_ids)
         if aligned:
-            with self.capture.capture(C) as states, log_z_capture, critic_capture:
+            with self.capture.capture(C) as states, log_z_capture, critic_capture, trunk:
                 logps, entropy, aux_loss = self.per_token_logps(
                     model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             with self.phases.phase("weights"):
@@ -344,10 +358,11 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                     self.algorithm)
             engine_metrics.log_stats(self.accelerator, sink, stats)
         else:
-            with log_z_capture, critic_capture:
+            with log_z_capture, critic_capture, trunk:
                 logps, entropy, aux_loss = self.per_token_logps(
                     model, input_ids, attention_mask, C, compute_entropy=True, compute_aux_loss=self.aux_loss_enabled)
             advantages = inputs["advantages"]
+        self.rollout_path.log_onpolicy(sink, logps, inputs, mask)
         old = inputs.get("old_per_token_logps")
         old = logps.detach() if old is None else old
         # vLLM rollouts: TRL's truncated/masked π_old / π_vllm ratio, (B, T) or (B, 1)

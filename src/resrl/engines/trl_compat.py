@@ -21,6 +21,9 @@ relied on (a method's signature, the batch keys, the order of calls, a private a
        _save_checkpoint                   -> adapter.write_checkpoint(model, trial, write=TRL's)
        _load_from_checkpoint              TRL's, then adapter.checkpoint_loaded(path)
        _get_train_sampler                 TRL's RepeatSampler, as an `EpochRepeatSampler` (below)
+       _generate_single_turn              -> adapter.generate_rows(prompt_ids, ..., trl_call): TRL's own
+                                          generation (trl_call()) or a resrl generation path
+                                          (resrl.engines.generation)
 
    Every `_get_per_token_logps_and_entropies` call (TRL's and the adapter's own, through
    `per_token_logps`) goes through `adapter.policy_forward(...)`, which may record hidden states.
@@ -29,11 +32,17 @@ relied on (a method's signature, the batch keys, the order of calls, a private a
 3. Undocumented public attributes of a GRPOTrainer the engine reads: `TRAINER_ATTRIBUTES`.
 4. The keys of TRL's generation batch the engine reads or writes: `BATCH_KEYS`.
 5. vLLM's weight stream `VLLMGeneration._iter_named_params`, wrapped by `filter_vllm_weights`.
+7. `trl.trainer.utils._use_triton`, read by TRL's fused LM head (`add_fused_lm_head`) to decide
+   whether to score only the positions that have a label: TRL does so on Triton devices and scores
+   every position elsewhere (its comment: a varying count would recompile on e.g. Neuron). On CPU,
+   where nothing is compiled, the engine's forwards score only the labelled (completion) positions
+   (`labelled_positions_only`): the same log-probs bit for bit, about half the output-head work for
+   prompts as long as their completions (benchmarks/results/smollm2_step_fast.md).
 6. TRL internals imported: `RepeatSampler`, `identity`, `split_tensor_dict`, `use_adapter`,
    `split_pixel_values_by_grid`, `unsplit_pixel_values_by_grid`, and for the reference model
    `create_model_from_path`, `get_config_model_id`, `disable_dropout_in_model`,
-   `add_fused_lm_head`, `prepare_deepspeed`, `prepare_fsdp` (`TRL_FUNCTIONS` lists them with the
-   parameters the engine passes).
+   `add_fused_lm_head`, `prepare_deepspeed`, `prepare_fsdp`, and for generation
+   `unwrap_model_for_generation` (`TRL_FUNCTIONS` lists them with the parameters the engine passes).
 
 The train sampler: TRL's `RepeatSampler` draws each epoch's permutation from one generator seeded
 once, so epoch e's order is the (e+1)-th permutation of that stream; HF's Trainer, resuming in epoch
@@ -56,6 +65,7 @@ the suite's compat tests decide (docs/install.md, "Admitting a new TRL release")
 
 from __future__ import annotations
 
+import contextlib
 import warnings
 from collections.abc import Callable, Iterable
 
@@ -63,7 +73,7 @@ import torch
 import trl
 from packaging.version import Version
 from trl import GRPOTrainer
-from trl.models import prepare_deepspeed, prepare_fsdp
+from trl.models import prepare_deepspeed, prepare_fsdp, unwrap_model_for_generation
 from trl.trainer.utils import (RepeatSampler, add_fused_lm_head, create_model_from_path, disable_dropout_in_model,
                                get_config_model_id, identity, split_pixel_values_by_grid, split_tensor_dict,
                                unsplit_pixel_values_by_grid, use_adapter)
@@ -75,6 +85,7 @@ __all__ = [
     "TRL_BATCH_KEYS", "TRAINER_ATTRIBUTES", "metrics", "current_step", "tokenizer", "filter_vllm_weights",
     "RepeatSampler", "EpochRepeatSampler", "identity", "use_adapter", "create_model_from_path", "get_config_model_id",
     "disable_dropout_in_model", "add_fused_lm_head", "prepare_deepspeed", "prepare_fsdp",
+    "unwrap_model_for_generation", "labelled_positions_only",
 ]
 
 # [first release read, first release not read): the code below was read against trl 1.16.0
@@ -119,6 +130,7 @@ TRL_BATCH_KEYS = {
     "old_per_token_logps": "when generation and updates are misaligned, or vLLM importance sampling is on",
     "ref_per_token_logps": "when beta != 0",
     "importance_sampling_ratio": "with vLLM and vllm_importance_sampling_correction",
+    "sampling_per_token_logps": "when the generation path returned the sampled tokens' log-probs (vLLM, resrl's paths)",
     "tool_mask": "with tools / environments / rollout_func returning one (multi-turn)",
 }
 # the engine's own per-row keys in the same dict ((B,) rows; engines/batches.py keeps them with the rows)
@@ -134,6 +146,9 @@ TRAINER_ATTRIBUTES = (
     "use_vllm", "vllm_importance_sampling_correction", "vllm_importance_sampling_mode", "rollout_func",
     "aux_loss_enabled", "router_aux_loss_coef", "current_gradient_accumulation_steps",
     "is_deepspeed_enabled", "is_fsdp_enabled", "get_high_entropy_mask",
+    # generation (resrl's paths): TRL's GenerationConfig, its continuous-batching flag, the wrapped model
+    "generation_config", "generation_kwargs", "use_transformers_continuous_batching", "model_wrapped",
+    "tools", "environment_factories",
 )
 # 2. private attributes (set in GRPOTrainer.__init__) the engine reads or writes
 PRIVATE_ATTRIBUTES = ("_step", "_buffered_inputs", "_metrics", "_tokenizer")
@@ -152,6 +167,8 @@ TRL_FUNCTIONS = {
     add_fused_lm_head: ("model", "temperature", "cast_lm_head_to_fp32"),
     prepare_deepspeed: ("model", "accelerator"),
     prepare_fsdp: ("model", "accelerator"),
+    unwrap_model_for_generation: ("model", "accelerator", "gather_deepspeed3_params", "generation_kwargs",
+                                  "gradient_checkpointing_kwargs"),
 }
 
 # 1. the private methods overridden or called, with the parameters TRL passes / the engine passes
@@ -166,6 +183,7 @@ TRL_METHODS = {
     "_load_from_checkpoint": ("resume_from_checkpoint", "model"),
     "_get_train_sampler": ("dataset",),
     "training_step": ("model", "inputs", "num_items_in_batch"),
+    "_generate_single_turn": ("prompt_ids", "images", "multimodal_fields", "num_generations", "has_tool_images"),
 }
 # what TRL 1.16's `_prepare_inputs` calls, in source order (training branch, then evaluation); the
 # copy in GRPOHooks calls the same with shuffle_groups for shuffle_sequence_dict and TRL's own for eval
@@ -214,6 +232,38 @@ def current_step(trainer: GRPOTrainer) -> int:
 def tokenizer(trainer: GRPOTrainer):
     """The text tokenizer (the processing class itself, or a processor's tokenizer)."""
     return trainer._tokenizer
+
+
+# ---- 7. the fused LM head's scored positions -----------------------------------------------------------
+
+# on: the engine's forwards on CPU score labelled positions only (off: TRL's behaviour, for the
+# benchmarks' "before" rows, benchmarks/bench_smollm2_step.py --compare-generation)
+LABELLED_POSITIONS_ONLY = True
+# ... for vocabularies at least this large. Below it the output head costs next to nothing, and a
+# matrix product over fewer rows may round differently in the last bit: the tiny character-level
+# models of `resrl demo` (about 100 tokens) keep the arithmetic their documented numbers came from
+# (ResRL's weights amplify a last-bit difference; a real tokenizer's 32k+ vocabulary is the case
+# this is for: on SmolLM2's 49,152 the log-probs were the same bit for bit)
+MIN_VOCAB_LABELLED_ONLY = 1024
+
+
+@contextlib.contextmanager
+def labelled_positions_only(device, vocab_size: int | None = None):
+    """While open, TRL's fused LM head on `device` scores only the positions that have a label (the
+    completion tokens), as it does on Triton devices; on CPU it would score every position. Each
+    position's log-prob is its own row's computation (the same up to the matrix product's rounding).
+    Only on CPU and for vocabularies of at least MIN_VOCAB_LABELLED_ONLY tokens."""
+    import trl.trainer.utils as trl_utils
+
+    if device.type != "cpu" or not LABELLED_POSITIONS_ONLY or (vocab_size or 0) < MIN_VOCAB_LABELLED_ONLY:
+        yield
+        return
+    original = trl_utils._use_triton
+    trl_utils._use_triton = lambda d: d.type == "cpu" or original(d)
+    try:
+        yield
+    finally:
+        trl_utils._use_triton = original
 
 
 # ---- 5. vLLM's weight sync -------------------------------------------------------------------------
@@ -340,9 +390,27 @@ class GRPOHooks(GRPOTrainer):
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
         def forward():
-            return super(GRPOHooks, self)._get_per_token_logps_and_entropies(
-                model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
+            vocab = getattr(getattr(self.accelerator.unwrap_model(model), "config", None), "vocab_size", None)
+            with labelled_positions_only(input_ids.device, vocab):
+                return super(GRPOHooks, self)._get_per_token_logps_and_entropies(
+                    model, input_ids, attention_mask, logits_to_keep, *args, **kwargs)
         return self.policy_forward(model, input_ids, logits_to_keep, forward)
+
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        def trl_call():
+            return super(GRPOHooks, self)._generate_single_turn(prompt_ids, images, multimodal_fields,
+                                                                num_generations, has_tool_images)
+        return self.generate_rows(prompt_ids, images, multimodal_fields, trl_call)
+
+    @contextlib.contextmanager
+    def model_for_generation(self):
+        """The unwrapped model as TRL's generation unwraps it (DeepSpeed ZeRO-3 parameters gathered,
+        gradient checkpointing off, TRL's generation kwargs over the model's generation config), no grad."""
+        with unwrap_model_for_generation(
+                self.model_wrapped, self.accelerator, gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                generation_kwargs=self.generation_kwargs,
+                gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs) as unwrapped, torch.no_grad():
+            yield unwrapped
 
     def _compute_loss(self, model, inputs):
         return self.compute_policy_loss(model, inputs)
@@ -369,6 +437,10 @@ class GRPOHooks(GRPOTrainer):
 
     def policy_forward(self, model, input_ids, logits_to_keep, forward):
         return forward()
+
+    def generate_rows(self, prompt_ids, images, multimodal_fields, trl_call: Callable[[], tuple]):
+        """(completion ids per row, their log-probs or None) for one generation call; TRL's own by default."""
+        return trl_call()
 
     def write_checkpoint(self, model, trial, write: Callable[[], None]) -> None:
         write()

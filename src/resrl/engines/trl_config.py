@@ -15,6 +15,10 @@ Fields, besides GRPOConfig's (engines/trl_fields.py says what becomes of each of
     resrl_mode          auto | aligned | extra-pass (how ResRL's hidden states are collected)
     dynamic_sampling    DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds   extra generation rounds per step to refill dropped groups
+    generation_backend  auto | hf | compiled | paged | vllm (resrl.engines.generation; paged / vllm also
+                        need TRL's use_transformers_continuous_batching / use_vllm)
+    shared_prefill      one prefill per prompt for its G samples (None: auto's choice)
+    reuse_frozen        the training forward starts above frozen bottom layers (None: auto's choice)
     <name>              AlgorithmConfig's scalar settings (std_eps, correct_threshold, length_scale, ...)
     resrl_<name>        ResRLConfig (rank, pos_scale = λ_pos, quantile_low / quantile_high,
                         hidden_alignment, weighting, preset, ...)
@@ -103,6 +107,12 @@ class _ResRLGRPOConfigBase(GRPOConfig):
         "help": "DAPO's filter-and-refill; None = the algorithm's default."})
     max_refill_rounds: int = field(default=4, metadata={
         "help": "Extra generation rounds allowed per step to refill dropped groups (dynamic sampling)."})
+    generation_backend: str = field(default="auto", metadata={
+        "help": "Generation path: auto | hf | compiled | paged | vllm (docs/generation.md)."})
+    shared_prefill: bool | None = field(default=None, metadata={
+        "help": "hf / compiled: one prefill per prompt for its G samples; None: auto's choice."})
+    reuse_frozen: bool | None = field(default=None, metadata={
+        "help": "With frozen bottom layers, the training forward starts above them; None: auto's choice."})
     # GRPOConfig fields whose default differs here (see the module docstring)
     loss_type: str | None = field(default=None, metadata={
         "help": "TRL's loss aggregation, mapped to resrl's loss.agg (grpo, dapo, bnpo, dr_grpo). None: the "

@@ -17,6 +17,8 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
     train:      batch shape, optimiser, sampling, seed, steps
     engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
                 (the hidden-state alignment is algorithm.resrl.hidden_alignment, spec §2)
+    generation: which path samples the rollouts (auto | hf | compiled | paged | vllm), shared
+                prefill, the frozen layers' reuse (resrl.engines.generation.GenerationSettings)
     log:        TensorBoard / JSONL / W&B
     checkpoint: periodic atomic checkpoints
     env:        multi-turn rollouts (resrl.envs): the model's turns alternate with an environment's
@@ -40,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from resrl.engines.generation import GenerationSettings
 from resrl.tasks import registry as tasks
 from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from_dict, to_dict
 
@@ -306,6 +309,8 @@ class TrainConfig:
     critic: Any = None  # resrl.core.value.CriticConfig (read by algorithms with a critic: ppo)
     train: TrainSection = field(default_factory=TrainSection)
     engine: EngineSection = field(default_factory=EngineSection)
+    # which path samples the rollouts (docs/generation.md)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
     env: EnvSection = field(default_factory=EnvSection)
     log: LogSection = field(default_factory=LogSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
@@ -429,6 +434,13 @@ class TrainConfig:
                                   f"got r={lora.r}, alpha={lora.alpha}, dropout={lora.dropout}")
         if self.trl:
             check_trl_section(self.trl)
+        from resrl.engines.generation import check_settings, trl_flags
+
+        try:  # the generation path's settings, and TRL's flags that name a path
+            check_settings(self.generation)
+            trl_flags(self.generation, self.trl)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
         if (self.env.name is not None) != (self.reward_spec() == "env"):
             raise ConfigError("config keys 'env.name' and 'reward.function': a multi-turn environment scores its own "
                               "trajectories, so set both (env.name: bfcl | module:function, reward.function: env) "
@@ -488,7 +500,7 @@ class TrainConfig:
         return RunLayout(self.algorithm, self.env.name is not None and self.env.layout == "step",
                          self.engine.resrl_mode, self.engine.dynamic_sampling, self.train.group_size, micro, per_round,
                          accumulation, self.train.num_iterations, num_processes,
-                         use_vllm=bool(self.trl.get("use_vllm", False)))
+                         use_vllm=bool(self.trl.get("use_vllm", False)) or self.generation.backend == "vllm")
 
     def aligned_possible(self, num_processes: int = 1) -> bool:
         return self.run_layout(num_processes).aligned_possible
@@ -557,7 +569,7 @@ def config_from_dict(data: dict) -> TrainConfig:
 
 _SECTION_TYPES = {
     "model": ModelSection, "data": DataSection, "reward": RewardSection, "train": TrainSection,
-    "engine": EngineSection, "env": EnvSection, "log": LogSection, "checkpoint": CheckpointSection,
+    "engine": EngineSection, "generation": GenerationSettings, "env": EnvSection, "log": LogSection, "checkpoint": CheckpointSection,
 }
 
 

@@ -141,6 +141,9 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         from resrl.train.config import check_trl_section
 
         check_trl_section(config.trl)
+    from resrl.engines.generation import trl_flags
+
+    ours.update(trl_flags(config.generation, config.trl))  # generation.backend paged / vllm: TRL's flags
     try:
         return GRPOConfig(**{**ours, **config.trl})
     except (TypeError, ValueError) as exc:
@@ -290,6 +293,7 @@ def _build_trainer(trainer_class, model, reward, args, train_dataset, tokenizer,
         step_rollout=step_rollout,
         phase_times=config.log.phase_times,
         critic=config.critic if _needs_critic(config) else None,
+        generation=config.generation,
     )
 
 
