@@ -19,6 +19,8 @@ Row shapes recognised (`is_code_row`):
   (function-level) those are used, else the `check(candidate)` program in "test"
 - veRL: {"prompt", "reward_model": {"ground_truth": tests as a dict or JSON text}, ...}
   (DeepCoder / PRIME / TACO style data)
+- competitive programming (`resrl.tasks.code.contests`): LiveCodeBench `code_generation_lite`
+  rows, CodeForces (open-r1/codeforces), CodeContests and APPS / TACO rows
 Test formats: see `resrl.tasks.code.reward`.
 """
 
@@ -80,6 +82,10 @@ def is_code_row(row: Any) -> bool:
         return False
     if "tests" in row and "problem" in row:
         return True
+    from resrl.tasks.code.contests import contest_row_kind
+
+    if contest_row_kind(row) is not None:
+        return True
     if _is_humaneval_row(row) or _is_function_row(row):
         return True
     rm = row.get("reward_model")
@@ -95,6 +101,10 @@ def code_row_to_problem(row: dict, index: int, source: str, where: str):
     from resrl.data.problem import Problem, check_chat as _check_chat
     from resrl.tasks.code.reward import parse_tests
 
+    from resrl.tasks.code.contests import contest_row_kind, contest_row_to_problem
+
+    if not ("tests" in row and "problem" in row) and contest_row_kind(row) is not None:
+        return contest_row_to_problem(row, index, source, where)
     extra = {"task": "code"}
     if _is_humaneval_row(row) or _is_function_row(row):
         if isinstance(row.get("tests"), (dict, str)):  # shipped HumanEval(+): function-level tests
