@@ -31,8 +31,10 @@ from typing import Any
 
 from resrl.errors import DataError, InputError
 
-CODE_BENCHMARKS = ("humaneval", "humanevalplus")
-BENCHMARK_KEYS = {"humaneval": "HumanEval", "humanevalplus": "HumanEvalPlus"}  # names in reports
+CODE_BENCHMARKS = ("humaneval", "humanevalplus", "stdin-synth")
+BENCHMARK_KEYS = {"humaneval": "HumanEval", "humanevalplus": "HumanEvalPlus",
+                  "stdin-synth": "stdin-synth"}  # names in reports
+STDIN_SYNTH_FILE = "stdin-synth.jsonl"  # resrl/data/packaged/code: generated (resrl.tasks.code.synth), LCB row format
 
 CODE_INSTRUCTION = ("Write a complete Python 3 program that solves the problem. Put the final code in a single "
                     "```python code block at the end of your answer.")
@@ -40,14 +42,32 @@ FUNCTION_INSTRUCTION = ("Complete the following Python function. Put the complet
                         "needs, in a single ```python code block at the end of your answer.")
 
 
+def stdin_synth_problems(limit: int | None = None) -> list:
+    """`stdin-synth`: the packaged generated stdin/stdout set (`resrl.tasks.code.synth`), read as
+    LiveCodeBench rows."""
+    from importlib import resources
+
+    from resrl.tasks.code.contests import lcb_row_to_problem
+
+    ref = resources.files("resrl.data") / "packaged" / "code" / STDIN_SYNTH_FILE
+    try:
+        lines = ref.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DataError(f"the packaged {STDIN_SYNTH_FILE} is missing from the resrl package ({exc})") from None
+    rows = [json.loads(line) for line in lines if line.strip()][:limit]
+    return [lcb_row_to_problem(r, i, "stdin-synth", f"{STDIN_SYNTH_FILE}: row {i + 1}") for i, r in enumerate(rows)]
+
+
 def code_benchmark_problems(name: str, limit: int | None = None, task_ids=None) -> list:
-    """The problems of a shipped code benchmark (`humaneval`, `humanevalplus`): the first `limit`,
-    or the tasks named in `task_ids` ("HumanEval/31", ...)."""
+    """The problems of a shipped code benchmark (`humaneval`, `humanevalplus`, `stdin-synth`): the
+    first `limit`, or the tasks named in `task_ids` ("HumanEval/31", ...)."""
     from resrl.tasks.code.humanevalplus import humaneval_rows
 
     key = name.lower()
     if key not in CODE_BENCHMARKS:
         raise InputError(f"unknown code benchmark {name!r} (known: {list(CODE_BENCHMARKS)})")
+    if key == "stdin-synth":
+        return stdin_synth_problems(limit)
     rows = humaneval_rows(plus=key == "humanevalplus", limit=limit, task_ids=task_ids)
     return [code_row_to_problem(r, i, BENCHMARK_KEYS[key], f"{key}: {r['task_id']}") for i, r in enumerate(rows)]
 
@@ -171,5 +191,5 @@ def default_reward(problems_by_benchmark: dict) -> str:
     return code_reward_for(problems_by_benchmark) or "math"
 
 
-__all__ = ["CODE_BENCHMARKS", "BENCHMARK_KEYS", "CODE_INSTRUCTION", "FUNCTION_INSTRUCTION", "code_benchmark_problems",
+__all__ = ["CODE_BENCHMARKS", "BENCHMARK_KEYS", "stdin_synth_problems", "CODE_INSTRUCTION", "FUNCTION_INSTRUCTION", "code_benchmark_problems",
            "is_code_row", "code_row_to_problem", "is_code_problem", "code_reward_for", "default_reward"]
