@@ -544,10 +544,10 @@ def main(job_path, result_fd):
             name = _SIGNAL_NAMES.get(sig, f"signal {sig}")
             kind = {_SIGXCPU: "timeout", _SIGXFSZ: "output_limit"}.get(sig, "error")
             record.update(status=kind, error=f"killed by {name}" + (": " + err[-300:] if err else ""))
+        elif capped:  # before the exit status: a write past RLIMIT_FSIZE fails the program with EFBIG
+            record.update(status="output_limit", error=f"output over {out_cap} bytes")
         elif os.WEXITSTATUS(status) != 0:
             record.update(status="error", error=(err[-500:] or f"exit status {os.WEXITSTATUS(status)}"))
-        elif capped:
-            record.update(status="output_limit", error=f"output over {out_cap} bytes")
         else:
             record["status"] = "ok"
             if job["mode"] == "call":
