@@ -203,3 +203,13 @@ def test_stdin_synth_prompts_say_what_to_write():
     assert "class Solution" in functional and "def sumOfSquares" in functional
     assert json.loads(problems["synth-16-sum-of-squares"].answer)["compare"] == "exact"
     assert normalize_output(json.loads(problems["synth-00-a-plus-b"].answer)["outputs"][0])
+
+
+def test_stdin_inputs_larger_than_the_items_tmpfs_fit():
+    """The stdin files live on the item's /tmp: inputs bigger than `tmpfs_mb` (12 MB of input, an 8 MB
+    tmpfs) still run (the harness used to stop with ENOSPC before the first test)."""
+    big = ["1 " * (2 << 20) + "\n" for _ in range(3)]
+    tests = {"inputs": big, "outputs": [str(2 << 20)] * 3}
+    res = run_tests("import sys\nprint(sum(map(int, sys.stdin.read().split())))", tests, 10.0,
+                    limits=SandboxLimits(memory_mb=512, processes=16, tmpfs_mb=8))
+    assert res.passed, res.error
