@@ -268,11 +268,12 @@ def _decimals(line: str) -> list[Decimal] | None:
         return None
 
 
-def _floats(line: str) -> list[float] | None:
+def _finite(token: str) -> float | None:
     try:
-        return [float(tok) for tok in line.split()]
+        x = float(token)
     except ValueError:
         return None
+    return x if math.isfinite(x) else None
 
 
 def _line_matches(got: str, want: str, float_tol: float | None) -> bool:
@@ -290,10 +291,8 @@ def _line_matches(got: str, want: str, float_tol: float | None) -> bool:
     for a, b in zip(gt, wt):
         if a == b:
             continue
-        fa, fb = _floats(a), _floats(b)
-        if fa is None or fb is None or not all(map(math.isfinite, fa + fb)):
-            return False
-        if not abs(fa[0] - fb[0]) <= float_tol * max(1.0, abs(fb[0])):  # testlib's doubleCompare
+        x, y = _finite(a), _finite(b)
+        if x is None or y is None or not abs(x - y) <= float_tol * max(1.0, abs(y)):  # testlib's doubleCompare
             return False
     return True
 
