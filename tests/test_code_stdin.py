@@ -213,3 +213,27 @@ def test_stdin_inputs_larger_than_the_items_tmpfs_fit():
     res = run_tests("import sys\nprint(sum(map(int, sys.stdin.read().split())))", tests, 10.0,
                     limits=SandboxLimits(memory_mb=512, processes=16, tmpfs_mb=8))
     assert res.passed, res.error
+
+
+def test_reward_counts_and_logs_why_items_fail(caplog):
+    import logging
+
+    from resrl.tasks.rewards import load_reward_function
+
+    tests = json.dumps({"inputs": ["2\n"], "outputs": ["4"]})
+    comps = ["```python\nprint(2 * int(input()))\n```", "```python\nprint(5)\n```", "```python\nwhile True: pass\n```",
+             "```python\nimport sys\nwhile True:\n    sys.stdout.write('9' * 65536)\n```",
+             "```python\nraise SystemExit(3)\n```", "   "]
+    reward = load_reward_function("code", timeout_s=1.0, num_workers=2)
+    try:
+        with caplog.at_level(logging.DEBUG, logger="resrl.tasks.code.reward"):
+            assert reward(comps, [tests] * len(comps)) == [1.0, 0.0, 0.0, 0.0, 0.0, 0.0]
+    finally:
+        reward.close()
+    st = reward.last_stats
+    assert (st["wrong_answers"], st["timeouts"], st["output_limits"], st["errors"], st["no_code"]) == (1, 1, 1, 1, 1)
+    logged = caplog.text
+    for reason in ("item 1 earns 0.0: wrong answer on test 0", "item 2 earns 0.0: test 0: timed out",
+                   "item 3 earns 0.0: test 0: output over", "item 4 earns 0.0: test 0: exit status 3",
+                   "item 5 earns 0.0: no code found"):
+        assert reason in logged, logged

@@ -359,8 +359,10 @@ class CodeReward:
 
     The `answers` are the problems' tests as JSON text (what the data loaders put in the answer
     column). `last_stats` after each call: timeouts, errors (items with a crashing test),
-    no_code (nothing extracted), pass_rate, mean_fraction, memory_cgroup / memory_rlimit (items a
-    memory layer stopped), cache_hits, seconds.
+    wrong_answers (items with a test whose output was wrong), output_limits (items with an output
+    over the cap), no_code (nothing extracted), pass_rate, mean_fraction, memory_cgroup /
+    memory_rlimit (items a memory layer stopped), cache_hits, seconds. Each failed item's reason
+    (`CodeScore.error`) is logged at DEBUG level (logger `resrl.tasks.code.reward`).
     """
 
     def __init__(self, timeout_s: float = 10.0, num_workers: int = 2, partial: bool = False,
@@ -397,6 +399,8 @@ class CodeReward:
         self.last_stats = {
             "timeouts": float(sum(r.timed_out for r in results)),
             "errors": float(sum("error" in r.statuses for r in results)),
+            "wrong_answers": float(sum("wrong" in r.statuses for r in results)),
+            "output_limits": float(sum("output_limit" in r.statuses for r in results)),
             "no_code": float(sum(c is None for c in codes)),
             "pass_rate": sum(r.passed for r in results) / n,
             "mean_fraction": sum(r.fraction for r in results) / n,
@@ -405,6 +409,11 @@ class CodeReward:
             "cache_hits": float(self.executor.stats["cache_hits"] - hits0),
             "seconds": time.perf_counter() - start,
         }
+        if logger.isEnabledFor(logging.DEBUG):
+            for i, r in enumerate(results):
+                if not r.passed:
+                    logger.debug("code reward: item %d earns %s: %s", i, r.fraction if self.partial else 0.0,
+                                 (r.error or "")[:300])
         return [CodeScore(correct=r.passed, extracted=c, timed_out=r.timed_out, error=r.error,
                           seconds=r.seconds, fraction=r.fraction, base_correct=r.base_passed)
                 for c, r in zip(codes, results)]
