@@ -4,7 +4,7 @@ Issue 44's refactor (one experiment pipeline) must not move a single number: run
 commit before it and at the commit after it, on the same machine, then compare.
 
     python benchmarks/quick_demo_identity.py run OUT_DIR [--tasks math,code,...]
-    python benchmarks/quick_demo_identity.py compare BEFORE_DIR AFTER_DIR [--md FILE]
+    python benchmarks/quick_demo_identity.py compare BEFORE_DIR AFTER_DIR [--md FILE] [--tasks math,code,...]
 
 `run` calls `python -m resrl.cli demo --task T --quick --out OUT_DIR/T` for each task (the
 installed or PYTHONPATH resrl: point PYTHONPATH at another checkout's src/ to run that one).
@@ -24,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-TASKS = ("math", "math-hard", "code", "tools", "agents", "webshop", "smollm2-arithmetic")
+TASKS = ("math", "math-hard", "code", "code-stdin", "tools", "agents", "webshop", "smollm2-arithmetic")
 # fields that say where or how fast a run went, not what it computed
 VOLATILE = {"timings", "workers", "rl_seconds", "eval_seconds", "out", "model_dir", "reuse_training",
             "runtime", "train_runtime", "train_samples_per_second", "train_steps_per_second", "step_seconds",
@@ -79,9 +79,9 @@ def _jsonl(path: Path) -> list:
     return [_strip(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
 
 
-def compare(before: Path, after: Path, md: Path | None) -> int:
+def compare(before: Path, after: Path, md: Path | None, tasks=TASKS) -> int:
     rows, bad = [], 0
-    for task in TASKS:
+    for task in tasks:
         b, a = before / task, after / task
         if not (b / "summary.json").is_file() or not (a / "summary.json").is_file():
             rows.append((task, "summary.json", "missing"))
@@ -123,10 +123,11 @@ def main() -> int:
     c.add_argument("before", type=Path)
     c.add_argument("after", type=Path)
     c.add_argument("--md", type=Path, default=None)
+    c.add_argument("--tasks", default=",".join(TASKS))
     args = p.parse_args()
     if args.cmd == "run":
         return run(args.out, [t for t in args.tasks.split(",") if t])
-    return compare(args.before, args.after, args.md)
+    return compare(args.before, args.after, args.md, [t for t in args.tasks.split(",") if t])
 
 
 if __name__ == "__main__":

@@ -154,8 +154,10 @@ def test_extract_code_rules():
 
 
 def test_normalize_output():
-    assert normalize_output("1  2 \r\n3\n\n\n") == ["1 2", "3"]
-    assert normalize_output("") == [] and normalize_output("\n") == []
+    # LiveCodeBench's get_stripped_lines: the text stripped, split at newlines, each line stripped;
+    # blanks inside a line are kept (a numeric line still matches "1 2", as decimals: test_code_stdin.py)
+    assert normalize_output("\n 1  2 \r\n3\n\n\n") == ["1  2", "3"]
+    assert normalize_output("") == [] and normalize_output("\n") == [] and normalize_output(" \r\n\t") == []
     assert normalize_output("a\n\nb") == ["a", "", "b"]  # inner blank lines count
 
 

@@ -49,7 +49,8 @@ def test_families_serve_their_data_rewards_and_environments(tmp_path, monkeypatc
     assert registry.family_for_env("my_pkg:make") is None and registry.family_for_env(None) is None
     assert registry.env_spec("alfworld").layouts == ("step",) and registry.env_spec("bfcl").layouts == ("concat",)
     assert registry.step_env_names() == ["alfworld", "webshop"]
-    assert registry.command_modules() == ["resrl.tasks.alfworld.command", "resrl.tasks.webshop.command"]
+    assert registry.command_modules() == ["resrl.tasks.code.command", "resrl.tasks.alfworld.command",
+                                          "resrl.tasks.webshop.command"]
     from resrl.tasks.envs import STEP_ENVS, step_factory
 
     assert STEP_ENVS == {"alfworld": "resrl.tasks.alfworld.env:alfworld_step_env",

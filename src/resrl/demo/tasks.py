@@ -21,6 +21,8 @@ The tasks registered here:
                 family's BFCL-style reward (`resrl.demo.tools_task`)
     code        write f(x) = a*x + b from f(0) and f(1), run in the code family's sandbox on hidden
                 tests (`resrl.demo.code_task`)
+    code-stdin  the same as a program reading n on stdin and printing a*n + b, judged on hidden
+                stdin/stdout tests as LiveCodeBench judges them (`resrl.demo.code_stdin_task`)
 
 Another task registers a `DemoTask` with its own generator, reward and target (`register_demo_task`).
 The ω analysis of the report reads each negative completion against `target(problem)` (its first
@@ -212,6 +214,23 @@ def _register_code() -> None:
 
 
 _register_code()
+
+
+# -- code-stdin: the same functions as stdin/stdout programs, judged as LiveCodeBench judges them -----
+
+def _register_code_stdin() -> None:
+    from resrl.demo.code_stdin_task import (ALPHABET, CodeStdinConfig, CodeStdinTask, code_reward, code_stdin_config,
+                                            describe_stdin, stdin_target)
+
+    register_demo_task(DemoTask(
+        name="code-stdin", title="stdin/stdout program from examples", config=code_stdin_config,
+        config_type=CodeStdinConfig, build=CodeStdinTask, reward=code_reward, target=stdin_target,
+        describe=describe_stdin, alphabet=ALPHABET,
+        summary="write a program printing a*n + b for n read on stdin, from its outputs for 0 and 1, e.g. 0>37;1>42; "
+                "-> print(5*int(input())+37); judged on 4 hidden stdin tests in the code sandbox"))
+
+
+_register_code_stdin()
 
 
 # -- agents: the step layout (resrl.demo.agents_task, run by the steps kind) ------------------

@@ -1,5 +1,7 @@
-"""The code family: HumanEval / HumanEval+ (shipped), code rows in data files, and the `"code"` /
-`"code-fraction"` rewards that run programs against their tests in the sandbox.
+"""The code family: HumanEval / HumanEval+ and the generated `stdin-synth` (shipped), code rows in
+data files (LiveCodeBench, CodeForces, CodeContests, APPS among them), the `"code"` /
+`"code-fraction"` rewards that run programs against their tests in the sandbox, and
+`resrl code-report` (per-difficulty Pass@k, a CodeForces rating).
 """
 
 from resrl.tasks.code.data import BENCHMARK_KEYS, CODE_BENCHMARKS
@@ -38,4 +40,4 @@ def _problems_reward(problems_by_benchmark: dict) -> str | None:
 
 FAMILY = TaskFamily(name="code", names=CODE_BENCHMARKS, load=_load, report_name=lambda spec: BENCHMARK_KEYS[spec.lower()],
                     rows=RowFormat(_is_row, _to_problem), rewards={"code": _reward, "code-fraction": _reward},
-                    data_reward="code", problems_reward=_problems_reward)
+                    data_reward="code", problems_reward=_problems_reward, commands=("resrl.tasks.code.command",))

@@ -19,6 +19,8 @@ Row shapes recognised (`is_code_row`):
   (function-level) those are used, else the `check(candidate)` program in "test"
 - veRL: {"prompt", "reward_model": {"ground_truth": tests as a dict or JSON text}, ...}
   (DeepCoder / PRIME / TACO style data)
+- competitive programming (`resrl.tasks.code.contests`): LiveCodeBench `code_generation_lite`
+  rows, CodeForces (open-r1/codeforces), CodeContests and APPS / TACO rows
 Test formats: see `resrl.tasks.code.reward`.
 """
 
@@ -29,8 +31,10 @@ from typing import Any
 
 from resrl.errors import DataError, InputError
 
-CODE_BENCHMARKS = ("humaneval", "humanevalplus")
-BENCHMARK_KEYS = {"humaneval": "HumanEval", "humanevalplus": "HumanEvalPlus"}  # names in reports
+CODE_BENCHMARKS = ("humaneval", "humanevalplus", "stdin-synth")
+BENCHMARK_KEYS = {"humaneval": "HumanEval", "humanevalplus": "HumanEvalPlus",
+                  "stdin-synth": "stdin-synth"}  # names in reports
+STDIN_SYNTH_FILE = "stdin-synth.jsonl"  # resrl/data/packaged/code: generated (resrl.tasks.code.synth), LCB row format
 
 CODE_INSTRUCTION = ("Write a complete Python 3 program that solves the problem. Put the final code in a single "
                     "```python code block at the end of your answer.")
@@ -38,14 +42,32 @@ FUNCTION_INSTRUCTION = ("Complete the following Python function. Put the complet
                         "needs, in a single ```python code block at the end of your answer.")
 
 
+def stdin_synth_problems(limit: int | None = None) -> list:
+    """`stdin-synth`: the packaged generated stdin/stdout set (`resrl.tasks.code.synth`), read as
+    LiveCodeBench rows."""
+    from importlib import resources
+
+    from resrl.tasks.code.contests import lcb_row_to_problem
+
+    ref = resources.files("resrl.data") / "packaged" / "code" / STDIN_SYNTH_FILE
+    try:
+        lines = ref.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DataError(f"the packaged {STDIN_SYNTH_FILE} is missing from the resrl package ({exc})") from None
+    rows = [json.loads(line) for line in lines if line.strip()][:limit]
+    return [lcb_row_to_problem(r, i, "stdin-synth", f"{STDIN_SYNTH_FILE}: row {i + 1}") for i, r in enumerate(rows)]
+
+
 def code_benchmark_problems(name: str, limit: int | None = None, task_ids=None) -> list:
-    """The problems of a shipped code benchmark (`humaneval`, `humanevalplus`): the first `limit`,
-    or the tasks named in `task_ids` ("HumanEval/31", ...)."""
+    """The problems of a shipped code benchmark (`humaneval`, `humanevalplus`, `stdin-synth`): the
+    first `limit`, or the tasks named in `task_ids` ("HumanEval/31", ...)."""
     from resrl.tasks.code.humanevalplus import humaneval_rows
 
     key = name.lower()
     if key not in CODE_BENCHMARKS:
         raise InputError(f"unknown code benchmark {name!r} (known: {list(CODE_BENCHMARKS)})")
+    if key == "stdin-synth":
+        return stdin_synth_problems(limit)
     rows = humaneval_rows(plus=key == "humanevalplus", limit=limit, task_ids=task_ids)
     return [code_row_to_problem(r, i, BENCHMARK_KEYS[key], f"{key}: {r['task_id']}") for i, r in enumerate(rows)]
 
@@ -80,6 +102,10 @@ def is_code_row(row: Any) -> bool:
         return False
     if "tests" in row and "problem" in row:
         return True
+    from resrl.tasks.code.contests import contest_row_kind
+
+    if contest_row_kind(row) is not None:
+        return True
     if _is_humaneval_row(row) or _is_function_row(row):
         return True
     rm = row.get("reward_model")
@@ -95,6 +121,10 @@ def code_row_to_problem(row: dict, index: int, source: str, where: str):
     from resrl.data.problem import Problem, check_chat as _check_chat
     from resrl.tasks.code.reward import parse_tests
 
+    from resrl.tasks.code.contests import contest_row_kind, contest_row_to_problem
+
+    if not ("tests" in row and "problem" in row) and contest_row_kind(row) is not None:
+        return contest_row_to_problem(row, index, source, where)
     extra = {"task": "code"}
     if _is_humaneval_row(row) or _is_function_row(row):
         if isinstance(row.get("tests"), (dict, str)):  # shipped HumanEval(+): function-level tests
@@ -161,5 +191,5 @@ def default_reward(problems_by_benchmark: dict) -> str:
     return code_reward_for(problems_by_benchmark) or "math"
 
 
-__all__ = ["CODE_BENCHMARKS", "BENCHMARK_KEYS", "CODE_INSTRUCTION", "FUNCTION_INSTRUCTION", "code_benchmark_problems",
+__all__ = ["CODE_BENCHMARKS", "BENCHMARK_KEYS", "stdin_synth_problems", "CODE_INSTRUCTION", "FUNCTION_INSTRUCTION", "code_benchmark_problems",
            "is_code_row", "code_row_to_problem", "is_code_problem", "code_reward_for", "default_reward"]

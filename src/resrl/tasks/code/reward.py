@@ -17,14 +17,19 @@ Test formats (one JSON object per problem; `parse_tests` validates and normalise
 - For both, with "prompt" (the function header HumanEval gives), a program that does not define
   `entry_point` itself is run as prompt + program (a completion-style body), one that does gets
   the prompt's imports in front.
-- standard input/output: {"inputs": [str, ...], "outputs": [str, ...]} — each output compared
-  line by line after whitespace normalisation (runs of blanks collapsed, trailing blank lines
-  dropped).
-- function call: {"fn_name": str, "inputs": [[arg, ...], ...], "outputs": [value, ...]} — calls
-  `Solution().fn_name(*args)` (LeetCode) or the top-level `fn_name(*args)`; the JSON of the return
-  value must equal the output (floats to 1e-6; like APPS/TACO, a one-element list output also
-  accepts its element; an output given as JSON text, as LiveCodeBench stores them, is decoded).
-  Arguments given as one string are JSON values, one per line (TACO / LiveCodeBench).
+- standard input/output: {"inputs": [str, ...], "outputs": [str, ...], "float_tol"?, "time_limit_s"?,
+  "memory_limit_mb"?, "prelude"?} — the program runs once per input with that text on its stdin;
+  its stdout is compared with the output the way LiveCodeBench's `testing_util` does
+  (`stdout_matches`: stripped lines, equal or equal as decimal numbers), or within `float_tol`.
+- function call: {"fn_name": str, "inputs": [[arg, ...], ...], "outputs": [value, ...], "compare"?,
+  "time_limit_s"?, "memory_limit_mb"?, "prelude"?} — calls `Solution().fn_name(*args)` (LeetCode)
+  or the top-level `fn_name(*args)`; the JSON of the return value must equal the output (floats
+  to 1e-6; like APPS/TACO, a one-element list output also accepts its element; an output given as
+  JSON text, as LiveCodeBench stores them, is decoded; "compare": "exact" is LiveCodeBench's plain
+  `==`). Arguments given as one string are JSON values, one per line (TACO / LiveCodeBench).
+- The options (`resrl.tasks.code.sandbox.code_tests`): a problem's own `time_limit_s` /
+  `memory_limit_mb` replace the reward's per-test timeout and the sandbox's memory limit;
+  "prelude": "lcb" runs LiveCodeBench's standard imports before the program.
 
 Code extraction (`extract_code`): think blocks are dropped; then the last ```python block, else the
 last fenced block of any language, else the whole text.
@@ -44,12 +49,13 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from resrl.errors import InputError
-from resrl.tasks.code.sandbox.code_tests import (FORMATS, call_output_matches, expected_values, fn_output_matches,
-                                      fn_record_matches, normalize_output, parse_tests, value_cap)
+from resrl.tasks.code.sandbox.code_tests import (FORMATS, PRELUDES, call_output_matches, expected_values,
+                                                 fn_output_matches, fn_record_matches, normalize_output, parse_tests,
+                                                 stdout_matches, value_cap)
 from resrl.tasks.code.sandbox.runner import SandboxLimits, run_job
 
 logger = logging.getLogger(__name__)
@@ -132,7 +138,8 @@ def run_tests(code: str, tests: dict, timeout_s: float = 10.0, *, limits: Sandbo
               stop_on_failure: bool = False, total_timeout_s: float | None = None, slot: int = 0) -> CodeResult:
     """Run `code` against `tests` in a fresh sandboxed process (module docstring for the formats).
 
-    timeout_s         wall-time limit of each test case (its CPU limit is ceil(timeout_s) + 1 s)
+    timeout_s         wall-time limit of each test case (its CPU limit is ceil(timeout_s) + 1 s);
+                      a problem's own "time_limit_s" replaces it
     total_timeout_s   wall-time limit of all test cases together (default: timeout_s × #tests,
                       at most 60 s + timeout_s); the interpreter start gets `limits.startup_s` more
     stop_on_failure   stop at the first failing test (enough for a pass/fail reward)
@@ -143,6 +150,10 @@ def run_tests(code: str, tests: dict, timeout_s: float = 10.0, *, limits: Sandbo
     limits = limits or SandboxLimits()
     if not isinstance(code, str) or not code.strip():
         return _failure(tests, "no code found")
+    if "time_limit_s" in tests:  # the problem's own limits (a CodeForces row's), as on its judge
+        timeout_s = tests["time_limit_s"]
+    if "memory_limit_mb" in tests:
+        limits = replace(limits, memory_mb=tests["memory_limit_mb"], cgroup_memory_mb=tests["memory_limit_mb"])
     fmt = tests["format"]
     if fmt == "check":
         job = {"code": candidate_program(code, tests), "mode": "check", "inputs": [], "test": tests["test"],
@@ -159,6 +170,8 @@ def run_tests(code: str, tests: dict, timeout_s: float = 10.0, *, limits: Sandbo
     else:
         job = {"code": code, "mode": "call", "inputs": tests["inputs"], "fn_name": tests["fn_name"]}
         n = len(tests["inputs"])
+    if "prelude" in tests:  # run before the program, in its namespace (stdin/stdout and function call)
+        job["prelude"] = PRELUDES[tests["prelude"]]
     if total_timeout_s is None:
         total_timeout_s = min(timeout_s * n, 60.0 + timeout_s)
     statuses = ["not_run"] * n
@@ -178,9 +191,10 @@ def run_tests(code: str, tests: dict, timeout_s: float = 10.0, *, limits: Sandbo
             elif fmt == "fn":
                 ok = fn_record_matches(record, expected[i], tests, i)
             elif fmt == "stdio":
-                ok = normalize_output(record.get("stdout", "")) == normalize_output(tests["outputs"][i])
+                ok = stdout_matches(record.get("stdout", ""), tests["outputs"][i], tests.get("float_tol"))
             else:
-                ok = "ret" in record and call_output_matches(record["ret"], tests["outputs"][i])
+                ok = "ret" in record and call_output_matches(record["ret"], tests["outputs"][i],
+                                                             tests.get("compare", "lenient"))
             statuses[i] = "pass" if ok else "wrong"
             if not ok:
                 errors[i] = f"wrong answer on test {i}"
@@ -345,8 +359,10 @@ class CodeReward:
 
     The `answers` are the problems' tests as JSON text (what the data loaders put in the answer
     column). `last_stats` after each call: timeouts, errors (items with a crashing test),
-    no_code (nothing extracted), pass_rate, mean_fraction, memory_cgroup / memory_rlimit (items a
-    memory layer stopped), cache_hits, seconds.
+    wrong_answers (items with a test whose output was wrong), output_limits (items with an output
+    over the cap), no_code (nothing extracted), pass_rate, mean_fraction, memory_cgroup /
+    memory_rlimit (items a memory layer stopped), cache_hits, seconds. Each failed item's reason
+    (`CodeScore.error`) is logged at DEBUG level (logger `resrl.tasks.code.reward`).
     """
 
     def __init__(self, timeout_s: float = 10.0, num_workers: int = 2, partial: bool = False,
@@ -383,6 +399,8 @@ class CodeReward:
         self.last_stats = {
             "timeouts": float(sum(r.timed_out for r in results)),
             "errors": float(sum("error" in r.statuses for r in results)),
+            "wrong_answers": float(sum("wrong" in r.statuses for r in results)),
+            "output_limits": float(sum("output_limit" in r.statuses for r in results)),
             "no_code": float(sum(c is None for c in codes)),
             "pass_rate": sum(r.passed for r in results) / n,
             "mean_fraction": sum(r.fraction for r in results) / n,
@@ -391,6 +409,11 @@ class CodeReward:
             "cache_hits": float(self.executor.stats["cache_hits"] - hits0),
             "seconds": time.perf_counter() - start,
         }
+        if logger.isEnabledFor(logging.DEBUG):
+            for i, r in enumerate(results):
+                if not r.passed:
+                    logger.debug("code reward: item %d earns %s: %s", i, r.fraction if self.partial else 0.0,
+                                 (r.error or "")[:300])
         return [CodeScore(correct=r.passed, extracted=c, timed_out=r.timed_out, error=r.error,
                           seconds=r.seconds, fraction=r.fraction, base_correct=r.base_passed)
                 for c, r in zip(codes, results)]
@@ -404,5 +427,5 @@ class CodeReward:
 
 
 __all__ = ["CodeResult", "CodeExecutor", "CodeReward", "CodeScore", "run_tests", "parse_tests", "extract_code",
-           "normalize_output", "call_output_matches", "candidate_program", "fn_output_matches", "expected_values",
+           "normalize_output", "stdout_matches", "call_output_matches", "candidate_program", "fn_output_matches", "expected_values",
            "FORMATS"]

@@ -312,7 +312,8 @@ def _child(job, i, code_obj, work, inputs, result_fd, cpu_s, out_fd, err_fd, ret
         scope = {"__name__": name, "__builtins__": __builtins__, "__file__": os.path.join(work, "solution.py")}
         sys.argv = ["solution.py"]
         try:
-            exec(code_obj, scope)
+            for obj in code_obj if isinstance(code_obj, tuple) else (code_obj,):
+                exec(obj, scope)
             if mode == "call":
                 fn = _find_function(scope, job["fn_name"])
                 value = fn(*job["inputs"][i])
@@ -484,6 +485,8 @@ def main(job_path, result_fd):
     source = job["code"]
     try:
         code_obj = compile(source, os.path.join(work, "solution.py"), "exec")
+        if job.get("prelude"):  # e.g. LiveCodeBench's imports: run first, in the program's namespace
+            code_obj = (compile(job["prelude"], "<prelude>", "exec"), code_obj)
     except BaseException as exc:  # SyntaxError, ValueError (null bytes), RecursionError, MemoryError
         msg = f"{type(exc).__name__}: {exc}"[:500]
         for i in range(n):
@@ -541,10 +544,10 @@ def main(job_path, result_fd):
             name = _SIGNAL_NAMES.get(sig, f"signal {sig}")
             kind = {_SIGXCPU: "timeout", _SIGXFSZ: "output_limit"}.get(sig, "error")
             record.update(status=kind, error=f"killed by {name}" + (": " + err[-300:] if err else ""))
+        elif capped:  # before the exit status: a write past RLIMIT_FSIZE fails the program with EFBIG
+            record.update(status="output_limit", error=f"output over {out_cap} bytes")
         elif os.WEXITSTATUS(status) != 0:
             record.update(status="error", error=(err[-500:] or f"exit status {os.WEXITSTATUS(status)}"))
-        elif capped:
-            record.update(status="output_limit", error=f"output over {out_cap} bytes")
         else:
             record["status"] = "ok"
             if job["mode"] == "call":

@@ -3,8 +3,23 @@ parent side of `resrl.tasks.code.reward`, which documents the formats).
 
 `parse_tests` validates a tests object and normalises it; `fn_output_matches` is EvalPlus's
 comparison for function-level tests, `call_output_matches` the function-call (LeetCode / TACO)
-one, `normalize_output` the stdin/stdout one. Return values reach here decoded into builtin
-data by `resrl.tasks.code.sandbox.code_values`, so no comparison ever calls a method a program defined.
+one, `stdout_matches` the stdin/stdout one (LiveCodeBench's `testing_util`, or a numeric
+tolerance as CodeForces checkers use). Return values reach here decoded into builtin data by
+`resrl.tasks.code.sandbox.code_values`, so no comparison ever calls a method a program defined.
+
+Options of the stdin/stdout and function-call formats (all optional; the loaders of
+`resrl.tasks.code.contests` fill them from a data set's rows):
+
+    time_limit_s     wall-time limit of each test in seconds (the problem's own, e.g. CodeForces'
+                     `time_limit`); replaces the reward's default per-test timeout
+    memory_limit_mb  memory of the program in MB (the problem's own); replaces the sandbox's
+                     address-space and cgroup limits for this problem
+    prelude          "lcb": run LiveCodeBench's standard imports (`LCB_PRELUDE`) before the program,
+                     as its harness does
+    float_tol        stdin/stdout only: numbers may differ by float_tol, absolute or relative
+                     (|got - want| <= float_tol * max(1, |want|)); default None = LiveCodeBench's rule
+    compare          function call only: "exact" = Python `==` of the decoded values (LiveCodeBench's
+                     rule: no float tolerance, no one-element-list unwrapping); default "lenient"
 """
 
 from __future__ import annotations
@@ -12,12 +27,23 @@ from __future__ import annotations
 import json
 import math
 import re
+from decimal import Decimal
 from typing import Any
 
 from resrl.errors import DataError
 from resrl.tasks.code.sandbox.code_values import BadValue, decode, decode_structure
 
 FORMATS = ("check", "stdio", "call", "fn")
+
+# LiveCodeBench's harness runs every program after these imports (`import_string` in
+# lcb_runner/evaluation/testing_util.py: the same modules, written out here); with "prelude": "lcb"
+# the sandbox runs them in the program's namespace first, as LiveCodeBench does.
+_LCB_STAR = ("string", "re", "datetime", "collections", "heapq", "bisect", "copy", "math", "random", "statistics",
+             "itertools", "functools", "operator", "io", "sys", "json", "builtins", "typing")  # `from m import *`
+_LCB_PLAIN = _LCB_STAR[:16]  # then `import m` of these
+LCB_PRELUDE = ("".join(f"from {m} import *\n" for m in _LCB_STAR) + "".join(f"import {m}\n" for m in _LCB_PLAIN)
+               + "sys.setrecursionlimit(50000)\n")
+PRELUDES = {"lcb": LCB_PRELUDE}
 
 
 def _text(value: Any, where: str) -> str:
@@ -83,9 +109,41 @@ def parse_tests(tests: Any, where: str = "tests") -> dict:
             if not isinstance(a, list):
                 raise DataError(f"{where}: 'inputs'[{i}] must be a list of arguments")
             args.append(a)
-        return {"format": "call", "fn_name": fn_name, "inputs": args, "outputs": list(outputs)}
-    return {"format": "stdio", "inputs": [_text(x, f"{where}: 'inputs'[{i}]") for i, x in enumerate(inputs)],
-            "outputs": [_text(y, f"{where}: 'outputs'[{i}]") for i, y in enumerate(outputs)]}
+        out = {"format": "call", "fn_name": fn_name, "inputs": args, "outputs": list(outputs)}
+        compare = tests.get("compare", "lenient")
+        if compare not in ("lenient", "exact"):
+            raise DataError(f"{where}: 'compare' must be 'lenient' or 'exact', got {compare!r}")
+        if compare == "exact":
+            out["compare"] = "exact"
+        return _run_options(tests, out, where)
+    out = {"format": "stdio", "inputs": [_text(x, f"{where}: 'inputs'[{i}]") for i, x in enumerate(inputs)],
+           "outputs": [_text(y, f"{where}: 'outputs'[{i}]") for i, y in enumerate(outputs)]}
+    tol = tests.get("float_tol")
+    if tol is not None:
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0 <= tol < 1:
+            raise DataError(f"{where}: 'float_tol' must be a number in [0, 1), got {tol!r}")
+        out["float_tol"] = float(tol)
+    return _run_options(tests, out, where)
+
+
+def _run_options(tests: dict, out: dict, where: str) -> dict:
+    """The per-problem limits and the prelude of the stdin/stdout and function-call formats."""
+    t = tests.get("time_limit_s")
+    if t is not None:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t <= 600:
+            raise DataError(f"{where}: 'time_limit_s' must be a number of seconds in (0, 600], got {t!r}")
+        out["time_limit_s"] = float(t)
+    m = tests.get("memory_limit_mb")
+    if m is not None:
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 16 <= m <= 65536 or m != int(m):
+            raise DataError(f"{where}: 'memory_limit_mb' must be a whole number of MB in [16, 65536], got {m!r}")
+        out["memory_limit_mb"] = int(m)
+    prelude = tests.get("prelude")
+    if prelude is not None:
+        if prelude not in PRELUDES:
+            raise DataError(f"{where}: unknown 'prelude' {prelude!r} (known: {sorted(PRELUDES)})")
+        out["prelude"] = prelude
+    return out
 
 
 def _parse_fn(tests: dict, where: str) -> dict:
@@ -196,11 +254,61 @@ def fn_output_matches(got: Any, want: Any, atol: float = 0.0, oracle: str | None
 
 
 def normalize_output(text: str) -> list[str]:
-    """stdout -> comparable lines: blanks collapsed, lines stripped, trailing empty lines dropped."""
-    lines = [" ".join(line.split()) for line in text.replace("\r\n", "\n").split("\n")]
-    while lines and not lines[-1]:
-        lines.pop()
-    return lines
+    """stdout -> the lines LiveCodeBench compares (`get_stripped_lines`): the whole text stripped,
+    split at "\\n", each line stripped (so "\\r\\n" line ends, leading / trailing blank lines and
+    blanks at line ends do not count; blanks inside a line do). Empty text -> []."""
+    text = text.strip()
+    return [line.strip() for line in text.split("\n")] if text else []
+
+
+def _decimals(line: str) -> list[Decimal] | None:
+    try:
+        return [Decimal(tok) for tok in line.split()]
+    except (ArithmeticError, ValueError):
+        return None
+
+
+def _finite(token: str) -> float | None:
+    try:
+        x = float(token)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _line_matches(got: str, want: str, float_tol: float | None) -> bool:
+    if got == want:
+        return True
+    if float_tol is None:  # LiveCodeBench: the lines' whitespace-separated tokens as decimal numbers, equal
+        g, w = _decimals(got), _decimals(want)
+        try:
+            return g is not None and w is not None and g == w
+        except ArithmeticError:  # a signalling NaN refuses comparison: not a match
+            return False
+    gt, wt = got.split(), want.split()
+    if len(gt) != len(wt):
+        return False
+    for a, b in zip(gt, wt):
+        if a == b:
+            continue
+        x, y = _finite(a), _finite(b)
+        if x is None or y is None or not abs(x - y) <= float_tol * max(1.0, abs(y)):  # testlib's doubleCompare
+            return False
+    return True
+
+
+def stdout_matches(got: str, want: str, float_tol: float | None = None) -> bool:
+    """Whether a program's stdout `got` is the expected `want`.
+
+    LiveCodeBench's rule (`grade_stdio` in lcb_runner/evaluation/testing_util.py, float_tol None):
+    both texts as `normalize_output` lines, the same number of lines, and each line pair either
+    equal, or both lines whitespace-separated tokens that all parse as decimal numbers with equal
+    values (`Decimal`: "2.50" = "2.5" = "25e-1", "1 2" = "1  2"; no tolerance: 0.333333 != 0.3333333).
+    With `float_tol` (CodeForces checkers' "absolute or relative error at most 1e-6"): the lines'
+    tokens pair up, and each pair is equal text or two finite numbers with
+    |got - want| <= float_tol * max(1, |want|)."""
+    g, w = normalize_output(got), normalize_output(want)
+    return len(g) == len(w) and all(_line_matches(a, b, float_tol) for a, b in zip(g, w))
 
 
 def _values_equal(got: Any, want: Any) -> bool:
@@ -217,12 +325,24 @@ def _values_equal(got: Any, want: Any) -> bool:
     return got == want
 
 
-def call_output_matches(ret_json: str, want: Any) -> bool:
-    """A function-call test: the program's return value (JSON text) against the expected value."""
+def _exact_equal(got: Any, want: Any) -> bool:
+    """Python `==` on two decoded JSON values (LiveCodeBench's functional comparison; a returned
+    tuple arrives as a list, as LiveCodeBench converts it); a structure too deep to compare is no match."""
+    try:
+        return bool(got == want)
+    except RecursionError:
+        return False
+
+
+def call_output_matches(ret_json: str, want: Any, compare: str = "lenient") -> bool:
+    """A function-call test: the program's return value (JSON text) against the expected value.
+    compare "exact": Python `==` of the decoded values, as LiveCodeBench compares functional tests."""
     try:
         got = json.loads(ret_json)
     except (json.JSONDecodeError, RecursionError):
         return False
+    if compare == "exact":
+        return _exact_equal(got, want)
     if _values_equal(got, want):
         return True
     if isinstance(want, str):  # LiveCodeBench-style data stores the expected value as JSON text
@@ -248,5 +368,6 @@ def fn_record_matches(record: dict, want: Any, tests: dict, i: int) -> bool:
     return fn_output_matches(got, want, tests.get("atol", 0.0), tests.get("oracle"), tests["inputs"][i])
 
 
-__all__ = ["FORMATS", "parse_tests", "expected_values", "fn_output_matches", "fn_record_matches", "normalize_output",
+__all__ = ["FORMATS", "LCB_PRELUDE", "PRELUDES", "parse_tests", "expected_values", "fn_output_matches",
+           "fn_record_matches", "normalize_output", "stdout_matches",
            "call_output_matches", "value_cap"]

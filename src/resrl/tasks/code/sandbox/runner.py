@@ -55,7 +55,8 @@ class SandboxLimits:
     open_files     RLIMIT_NOFILE
     processes      RLIMIT_NPROC for the sandbox uid: the harness, the test and what the test forks
     output_kb      stdout kept per test (more fails the test) and per stream of the harness
-    tmpfs_mb       size of the item's /tmp and /dev/shm
+    tmpfs_mb       size of the item's /tmp and /dev/shm (the /tmp also holds the tests' stdin files:
+                   their size is added to it)
     startup_s      wall-time allowance for the interpreter start, on top of the tests' time
     cgroup_memory_mb  memory of all the item's processes together, in its cgroup (None: memory_mb)
     use_cgroup     put the item in a memory cgroup when the machine offers one (`memory_cgroup`)
@@ -248,7 +249,8 @@ def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_ti
         full = {**job, "uid": uid, "mount": "mount" in iso.namespaces, "allow_root": _allow_root(),
                 "root_mountpoint": os.path.join(tmp, "root"), "expose": _interpreter_dirs(),
                 "test_timeout_s": float(test_timeout_s), "total_timeout_s": float(total_timeout_s),
-                "tmpfs_bytes": limits.tmpfs_mb << 20,
+                # the test inputs live on the item's /tmp too (stdin files): room for them on top of tmpfs_mb
+                "tmpfs_bytes": (limits.tmpfs_mb << 20) + _stdin_bytes(job),
                 "limits": {"memory_bytes": limits.memory_mb << 20, "file_size_bytes": limits.file_size_mb << 20,
                            "open_files": limits.open_files, "processes": limits.processes,
                            "output_bytes": limits.output_kb << 10}}
@@ -282,6 +284,13 @@ def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_ti
         _release_item_dir(tmp, slot_lock)
         outcome.seconds = time.perf_counter() - start
     return outcome
+
+
+def _stdin_bytes(job: dict) -> int:
+    """Bytes the harness writes as stdin files for a stdin/stdout item (with a page of slack each)."""
+    if job.get("mode") != "stdio":
+        return 0
+    return sum(len(x.encode("utf-8", "surrogatepass")) + 4096 for x in job["inputs"])
 
 
 # One directory per (process, slot), reused item after item: with the mount namespace the harness
