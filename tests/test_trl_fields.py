@@ -40,12 +40,22 @@ def test_every_grpo_config_field_is_in_the_table():
 
 
 def test_every_mapped_field_has_its_mapping():
-    """A field the table calls mapped is applied by resolve_trainer_settings (MAPPED_TARGETS), and the
-    other way round."""
+    """A field the table calls mapped is applied by resolve_trainer_settings (trl_fields.MAPPINGS), and the
+    other way round; every mapping names a real resrl key (the YAML path moves trl.<field> onto it)."""
+    from resrl.train.config import TrainConfig
+
     mapped = {n for n, f in trl_fields.GRPO_CONFIG_FIELDS.items() if f.category == trl_fields.MAPPED}
-    targets = {name for name, *_ in trl_fields.MAPPED_TARGETS}
+    targets = {m.trl for m in trl_fields.LOSS_MAPPINGS}
     assert sorted(mapped - targets) == ["max_completion_length"]  # the default of the lengths left None
     assert sorted(targets - mapped) == []
+    cfg = TrainConfig()
+    for m in trl_fields.MAPPINGS:
+        node = cfg
+        for part in m.key.split("."):
+            if part == "micro_batch_size" or part == "update_prompts":  # (None: derived from the batch)
+                break
+            assert hasattr(node, part), m.key
+            node = getattr(node, part)
 
 
 @pytest.mark.parametrize("name", sorted(n for n, f in trl_fields.GRPO_CONFIG_FIELDS.items()
@@ -73,8 +83,28 @@ def test_mapped_fields_reach_resrl_settings():
     # TRL's default loss_type does not replace grpo's documented aggregation: said, not silent
     algorithm, loss, notes = trl_fields.resolve_trainer_settings(_grpo_config(), "grpo")
     assert loss.agg == "seq-mean-token-mean" and any("loss_type='dapo'" in n for n in notes)
-    with pytest.raises(ValueError, match="loss_type='sapo'"):
-        trl_fields.resolve_trainer_settings(_grpo_config(loss_type="sapo"), "grpo")
+    # every TRL 1.16 loss_type: the policy loss and its aggregation
+    for loss_type, (policy, agg) in trl_fields.LOSS_TYPES.items():
+        _, loss, _ = trl_fields.resolve_trainer_settings(_grpo_config(loss_type=loss_type, epsilon_high=5.0), "grpo")
+        if loss_type == "dapo":  # GRPOConfig's default: not told from "not set" (ResRLGRPOConfig tells them apart)
+            assert (loss.policy_loss, loss.agg) == (None, "seq-mean-token-mean")
+            continue
+        assert (loss.policy_loss, loss.agg) == (policy, agg), loss_type
+        if loss_type == "cispo":  # TRL's cap at epsilon_high, no lower bound
+            assert (loss.clip_eps_low, 1 + loss.clip_eps_high) == (1.0, 5.0)
+    with pytest.raises(ValueError, match="loss_type='cispo' caps the importance weight at epsilon_high"):
+        trl_fields.resolve_trainer_settings(_grpo_config(loss_type="cispo"), "grpo")  # TRL's cap = epsilon = 0.2
+    _, loss, _ = trl_fields.resolve_trainer_settings(
+        _grpo_config(loss_type="sapo", sapo_temperature_neg=2.0, delta=None, off_policy_mask_threshold=0.5,
+                     entropy_coef=0.01), "resrl")
+    assert (loss.sapo_temperature_neg, loss.off_policy_mask_threshold) == (2.0, 0.5)
+    assert (loss.entropy_coef, loss.entropy_agg) == (0.01, "token-mean")  # TRL's bonus: a per-token mean
+    with pytest.raises(ValueError, match="delta = 4.0 is not read by the 'sapo' policy loss"):
+        trl_fields.resolve_trainer_settings(_grpo_config(loss_type="sapo", delta=4.0), "grpo")
+    with pytest.raises(ValueError, match="cannot replace algorithm 'flowrl'"):
+        trl_fields.resolve_trainer_settings(_grpo_config(loss_type="cispo", epsilon_high=5.0), "flowrl")
+    with pytest.raises(ValueError, match="scale_rewards='none'.*'gigpo'"):  # its own gigpo.mode, not scale_rewards
+        trl_fields.resolve_trainer_settings(_grpo_config(scale_rewards="none"), "gigpo")
     with pytest.raises(ValueError, match="scale_rewards='batch'.*'nsr'"):
         trl_fields.resolve_trainer_settings(_grpo_config(scale_rewards="batch"), "nsr")
     # TRL's Dr.GRPO recipe (scale_rewards="none", loss_type="dr_grpo") is what drgrpo does
@@ -170,8 +200,19 @@ CASES = {  # settings both trainers support, under TRL's names
     # that on parameters whose gradient is ≈ 0: compared on the first step)
     "dapo-accumulation": dict(loss_type="dapo", beta=0.1, gradient_accumulation_steps=2),
     "grpo-accumulation": dict(loss_type="grpo", beta=0.1, gradient_accumulation_steps=2),
+    # every other TRL 1.16 loss_type and loss option (issue 43), each active where it can be seen:
+    # the second step is off-policy, so caps below the ratios it reaches act (ACTIVE says which metric shows it)
+    "cispo-cap": dict(loss_type="cispo", epsilon_high=1.02),
+    "sapo-temperatures-entropy": dict(loss_type="sapo", sapo_temperature_pos=2.0, sapo_temperature_neg=3.0,
+                                      entropy_coef=0.05),
+    "luspo-gspo-delta": dict(loss_type="luspo", importance_sampling_level="sequence", delta=1.001, epsilon=0.001),
+    "vespo": dict(loss_type="vespo", vespo_k_pos=3.0, vespo_lambda_neg=4.0, beta=0.1),
+    "dapo-off-policy-mask": dict(loss_type="dapo", off_policy_mask_threshold=0.0, top_entropy_quantile=0.5),
 }
 FIRST_STEP_ONLY = ("dapo-accumulation", "grpo-accumulation")
+# the metric (of ResRLTrainer's log) that shows an option acting on the off-policy step
+ACTIVE = {"cispo-cap": "cispo_clip_ratio", "luspo-gspo-delta": "loss/delta_clip_frac",
+          "dapo-off-policy-mask": "loss/off_policy_masked_frac"}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -189,6 +230,8 @@ def test_same_losses_as_grpo_trainer(model_dir, tmp_path, case):
     assert len(theirs) == len(ours) == 2
     assert all(math.isfinite(x) for pair in ours for x in pair)
     assert abs(theirs[1][0]) > 1e-4, "the off-policy step's loss should not vanish"
+    if case in ACTIVE:
+        assert logs[1][ACTIVE[case]] > 0, (case, logs[1])
     compared = 1 if case in FIRST_STEP_ONLY else 2
     for (tl, tg), (ol, og) in zip(theirs[:compared], ours[:compared]):
         assert ol == pytest.approx(tl, rel=1e-3, abs=1e-5) and og == pytest.approx(tg, rel=1e-3, abs=1e-5), (theirs, ours)

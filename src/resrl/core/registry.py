@@ -12,7 +12,7 @@ Adding an algorithm is one function and one line:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
 import torch
@@ -25,7 +25,7 @@ from . import flowrl as _flowrl  # noqa: F401  (registers the "flowrl" policy lo
 from .flowrl import FlowRLConfig
 from . import gae as _gae
 from .gae import PPOConfig
-from .loss import get_policy_loss
+from .loss import SURROGATES, LossConfig, check_loss_options, get_policy_loss
 from .interference import HeadSketch
 from .grouping import grouping_coverage, micro_batch_groups
 from .negative_weighting import NTHRConfig, interference_token_advantages, nthr_token_advantages
@@ -132,23 +132,30 @@ class AlgorithmSpec:
     step_level: bool = False            # needs the step layout's tags (trajectory, step, anchor, ...)
     needs_step_entropy: bool = False    # the engine must supply each step's mean token entropy
     needs_values: bool = False          # the engine must run a critic (AdvantageInputs.values, PPO)
+    # its advantage is GRPO's group-normalised one and reads AlgorithmConfig.scale_rewards
+    reads_scale_rewards: bool = False
+    fixed_scale: str | None = None      # its advantage has this one scaling (Dr.GRPO: "none")
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
 
-def register_algorithm(name: str, *, needs_hidden: bool = False, loss_defaults: dict | None = None,
-                       dynamic_sampling: bool = False, reward_defaults: dict | None = None,
-                       policy_loss: str = "clipped-surrogate", needs_reference: bool = False,
-                       needs_log_z: bool = False, needs_head: bool = False, step_level: bool = False,
-                       needs_step_entropy: bool = False, needs_values: bool = False):
+def register_algorithm(name: str, *, loss_defaults: dict | None = None, reward_defaults: dict | None = None,
+                       **facts):
+    """Register `fn` as algorithm `name`; `facts`: AlgorithmSpec's other fields (needs_hidden, policy_loss, ...)."""
+    unknown = sorted(set(facts) - {f.name for f in fields(AlgorithmSpec)})
+    if unknown:
+        raise TypeError(f"register_algorithm({name!r}): unknown AlgorithmSpec field(s) {unknown}")
+
     def deco(fn: AlgorithmFn) -> AlgorithmFn:
         if name in ALGORITHMS:
             raise ValueError(f"algorithm {name!r} is already registered")
-        get_policy_loss(policy_loss)  # a clear error for a loss that does not exist
-        ALGORITHMS[name] = AlgorithmSpec(fn, needs_hidden, dict(loss_defaults or {}), dynamic_sampling,
-                                         dict(reward_defaults or {}), policy_loss, needs_reference, needs_log_z,
-                                         needs_head, step_level, needs_step_entropy, needs_values)
+        spec = AlgorithmSpec(fn, loss_defaults=dict(loss_defaults or {}), reward_defaults=dict(reward_defaults or {}),
+                             **facts)
+        get_policy_loss(spec.policy_loss)  # a clear error for a loss that does not exist
+        if spec.fixed_scale is not None and spec.fixed_scale not in A.SCALE_MODES:
+            raise ValueError(f"algorithm {name!r}: fixed_scale={spec.fixed_scale!r} is not one of {A.SCALE_MODES}")
+        ALGORITHMS[name] = spec
         return fn
     return deco
 
@@ -176,19 +183,19 @@ def _broadcast(seq_adv: Tensor, mask: Tensor) -> Tensor:
 
 # ---- the algorithms (spec §4) ------------------------------------------------------------------
 
-@register_algorithm("grpo")
+@register_algorithm("grpo", reads_scale_rewards=True)
 def grpo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
     return _broadcast(adv, inputs.response_mask), {}
 
 
-@register_algorithm("drgrpo", loss_defaults={"agg": "seq-mean-token-sum-norm"})
+@register_algorithm("drgrpo", loss_defaults={"agg": "seq-mean-token-sum-norm"}, fixed_scale="none")
 def drgrpo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(A.drgrpo_advantages(inputs.rewards, inputs.group_index), inputs.response_mask), {}
 
 
 @register_algorithm("dapo", loss_defaults={"agg": "token-mean", "clip_eps_low": 0.2, "clip_eps_high": 0.28},
-                    dynamic_sampling=True)
+                    dynamic_sampling=True, reads_scale_rewards=True)
 def dapo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     # DAPO's advantage is GRPO's; its other pieces are the loss defaults, dynamic sampling and the
     # overlong shaping applied by compute_token_advantages when overlong_buffer > 0.
@@ -211,7 +218,7 @@ def w_reinforce(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(adv, inputs.response_mask), {}
 
 
-@register_algorithm("resrl", needs_hidden=True)
+@register_algorithm("resrl", needs_hidden=True, reads_scale_rewards=True)
 def resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     r = cfg.resrl
     adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
@@ -242,7 +249,7 @@ def resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return token_adv, {**w_stats, **stats}
 
 
-@register_algorithm("nthr", needs_head=True)
+@register_algorithm("nthr", needs_head=True, reads_scale_rewards=True)
 def nthr(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     if inputs.head is None:
         raise ValueError("algorithm 'nthr' needs the head sketch (inputs.head)")
@@ -256,7 +263,7 @@ def passk(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(adv, inputs.response_mask), {}
 
 
-@register_algorithm("flowrl", policy_loss="flowrl", needs_reference=True, needs_log_z=True)
+@register_algorithm("flowrl", policy_loss="flowrl", needs_reference=True, needs_log_z=True, reads_scale_rewards=True)
 def flowrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     # FlowRL's r̂ is GRPO's group-normalised advantage; its loss is the trajectory balance
     # (resrl.core.flowrl), which reads it as the row's constant token advantage
@@ -302,7 +309,7 @@ def gigpo_resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return token_adv, {**stats, **resrl_stats}
 
 
-@register_algorithm("empg", step_level=True, needs_step_entropy=True)
+@register_algorithm("empg", step_level=True, needs_step_entropy=True, reads_scale_rewards=True)
 def empg(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     _step_tags(inputs, "empg", "step_entropy")
     base = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
@@ -336,6 +343,25 @@ UNSUPPORTED_COMBINATIONS = {
                   "subspace and negative weights have no meaning there; use gigpo-resrl or resrl",
     "resrl-empg": "see empg-resrl",
 }
+
+
+def resolve_policy_loss(algorithm: str, loss: LossConfig) -> str:
+    """The policy loss a run of `algorithm` trains with: `loss.policy_loss`, or the algorithm's own.
+    A loss built on the shared `policy_loss` (resrl.core.loss.SURROGATES) combines with every algorithm
+    whose own loss is the clipped surrogate; an algorithm with a loss of its own (FlowRL) keeps it.
+    ValueError naming the setting otherwise, or for an option the loss would not read."""
+    spec = get_algorithm(algorithm)
+    name = loss.policy_loss or spec.policy_loss
+    if name != spec.policy_loss:
+        if spec.policy_loss not in SURROGATES:
+            raise ValueError(f"LossConfig.policy_loss = {name!r} cannot replace algorithm {algorithm!r}'s own loss "
+                             f"({spec.policy_loss}); leave it unset")
+        if name not in SURROGATES:
+            owners = sorted(a for a, s in ALGORITHMS.items() if s.policy_loss == name)
+            raise ValueError(f"LossConfig.policy_loss = {name!r} is the loss of algorithm(s) {owners} only; with "
+                             f"{algorithm!r} choose one of {sorted(SURROGATES)}")
+    check_loss_options(name, loss)
+    return name
 
 
 def shape_rewards(rewards: Tensor, lengths: Tensor, cfg: AlgorithmConfig) -> Tensor:

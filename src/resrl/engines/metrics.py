@@ -27,7 +27,7 @@ HEADLINE = {"entropy_token_mean": "entropy", "kl_token_mean": "kl"}
 # resrl.core.loss's clip statistics under the names TRL 1.16's GRPOTrainer logs for its loss
 TRL_LOSS_NAMES = {"clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "clip_ratio/high_mean",
                   "clip_frac": "clip_ratio/region_mean", "clip_frac_low_seq_min": "clip_ratio/low_min",
-                  "clip_frac_high_seq_max": "clip_ratio/high_max"}
+                  "clip_frac_high_seq_max": "clip_ratio/high_max", "cispo_clip_frac": "cispo_clip_ratio"}
 # metrics logged as NaN (not dropped) when a logging window has no defined value
 NAN_LOGGED_PREFIX = ("resrl/", "critic/")  # (critic/: PPO's explained variance, NaN when the returns do not vary)
 UPDATE_ROWS = "completions/update_rows"

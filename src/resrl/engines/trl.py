@@ -64,10 +64,10 @@ import shutil
 import torch
 from accelerate.utils import is_peft_model
 
-from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate
+from resrl.core.loss import SURROGATES, LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate
 from resrl.core.value import CriticConfig
 from resrl.core.registry import (AdvantageInputs, AlgorithmConfig, captured_states, compute_token_advantages,
-                                 get_algorithm)
+                                 get_algorithm, resolve_policy_loss)
 from resrl.engines import metrics as engine_metrics
 from resrl.engines import rules, trl_compat, trl_fields
 from resrl.engines.batches import local_token_advantages
@@ -158,10 +158,13 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                                     temperature=self.temperature)
         if needs_head:
             self._check_plain_output_head()
-        self._policy_loss = get_policy_loss(spec.policy_loss)
-        if spec.policy_loss != "clipped-surrogate" and self.use_vllm and self.vllm_importance_sampling_correction:
+        # the algorithm's own loss, or loss_config.policy_loss (any SURROGATES term, with every algorithm whose
+        # own loss is the clipped surrogate, ResRL's token weights included)
+        self.policy_loss_name = resolve_policy_loss(algorithm.name, loss_config)
+        self._policy_loss = get_policy_loss(self.policy_loss_name)
+        if self.policy_loss_name not in SURROGATES and self.use_vllm and self.vllm_importance_sampling_correction:
             raise ValueError(f"GRPOConfig.vllm_importance_sampling_correction=True is not supported with the "
-                             f"{spec.policy_loss!r} loss (it has no per-token surrogate to weight); set it to false")
+                             f"{self.policy_loss_name!r} loss (it has no per-token surrogate to weight); set it to false")
         self.needs_reference = spec.needs_reference or loss_config.kl_coef > 0
         peft = is_peft_model(self.accelerator.unwrap_model(self.model))
         # (TRL builds one only for beta != 0; a LossConfig(kl_coef > 0) given with beta = 0 needs one too)
@@ -358,7 +361,9 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         entropy_mask = self.get_high_entropy_mask(entropy, mask, 1.0 - q) if q < 1.0 else None
         loss, metrics = self._policy_loss(PolicyLossInputs(
             logps, old, advantages, mask, ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy,
-            importance_weights=is_weights, log_z=log_z, entropy_mask=entropy_mask), self.loss_config)
+            importance_weights=is_weights, log_z=log_z, entropy_mask=entropy_mask,
+            # the off-policy mask compares with vLLM's own log-probs when TRL has them (as TRL's does)
+            sampling_logprobs=inputs.get("sampling_per_token_logps")), self.loss_config)
         loss = loss * self._accumulation_scale(inputs, mask, mode)
         if self.critic is not None:  # PPO: the critic's value loss joins the backward pass
             critic_agg = self.critic.config.loss_agg or self.loss_config.agg
@@ -445,7 +450,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                 settings.pop(name, None)
         lines = [text, "", MODEL_CARD_SECTION, "",
                  f"Trained with resrl's `ResRLTrainer` (TRL's GRPOTrainer with resrl's advantages and loss), algorithm "
-                 f"**{self.algorithm.name}** (policy loss: {spec.policy_loss}).", "", "Algorithm settings:", "",
+                 f"**{self.algorithm.name}** (policy loss: {self.policy_loss_name}).", "", "Algorithm settings:", "",
                  "```json", json.dumps(settings, indent=1, default=str), "```", "", "Loss settings:", "", "```json",
                  json.dumps(dataclasses.asdict(self.loss_config), indent=1, default=str), "```", ""]
         if self.critic is not None:

@@ -21,13 +21,16 @@ Fields, besides GRPOConfig's (engines/trl_fields.py says what becomes of each of
     nthr_<name>         NTHRConfig;  flowrl_<name> FlowRLConfig;  gigpo_<name> / empg_<name> (step layout)
     ppo_<name>          PPOConfig (GAE's gamma, lam, ...);  critic_<name> CriticConfig (PPO's value model:
                         trunk, learning_rate, value_clip, warmup_steps, ...)
-    loss_<name>         LossConfig settings TRL has no field for (agg, dual_clip_c, kl_estimator,
-                        entropy_coef, max_response_length, flowrl_*)
+    loss_<name>         LossConfig settings TRL has no field for (policy_loss, agg, dual_clip_c,
+                        kl_estimator, entropy_coef, entropy_agg, clip_cov_* / kl_cov_*, max_response_length,
+                        flowrl_*)
 
 Every resrl field defaults to None, "the algorithm's default": the algorithm's loss / reward
 defaults apply as in `resrl train` (one function, resrl.core.registry.resolve_settings). TRL's own
-names set the loss where TRL has one: beta (KL coefficient), epsilon / epsilon_high (clip range),
-loss_type (aggregation), scale_rewards, importance_sampling_level, top_entropy_quantile.
+names set the loss where TRL has one (engines/trl_fields.MAPPINGS): beta (KL coefficient), epsilon /
+epsilon_high (clip range), delta, loss_type (the policy loss and its aggregation), scale_rewards,
+importance_sampling_level, top_entropy_quantile, off_policy_mask_threshold, entropy_coef, sapo_* /
+vespo_*.
 
 Defaults changed from GRPOConfig's, so that "not set" can be told from TRL's default:
     loss_type=None      the algorithm's aggregation (grpo: the paper's seq-mean-token-mean; TRL: dapo)
@@ -51,15 +54,18 @@ from resrl.core.resrl_config import ResRLConfig
 from resrl.core.gae import PPOConfig
 from resrl.core.step_advantages import EMPGConfig, GiGPOConfig
 from resrl.core.value import CriticConfig
+from resrl.engines.trl_fields import trl_named_settings
 
 __all__ = ["ResRLGRPOConfig", "FLAT_FIELDS", "CRITIC_FIELDS"]
 
 # nested AlgorithmConfig sections -> field prefix
 _NESTED = {"resrl": ResRLConfig, "nthr": NTHRConfig, "flowrl": FlowRLConfig, "gigpo": GiGPOConfig, "empg": EMPGConfig,
            "ppo": PPOConfig}
-# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (engines/trl_fields.MAPPED_TARGETS)
-_ALGORITHM_VIA_TRL = {"name", "scale_rewards"}
-_LOSS_VIA_TRL = {"clip_eps_low", "clip_eps_high", "kl_coef", "importance_sampling_level", "top_entropy_quantile"}
+# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (engines/trl_fields.MAPPINGS);
+# the algorithm's name is this config's `algorithm` field
+_VIA_TRL = trl_named_settings()
+_ALGORITHM_VIA_TRL = {"name", *_VIA_TRL["algorithm"]}
+_LOSS_VIA_TRL = _VIA_TRL["loss"]
 
 
 def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
@@ -105,8 +111,9 @@ class _ResRLGRPOConfigBase(GRPOConfig):
         "help": "Extra generation rounds allowed per step to refill dropped groups (dynamic sampling)."})
     # GRPOConfig fields whose default differs here (see the module docstring)
     loss_type: str | None = field(default=None, metadata={
-        "help": "TRL's loss aggregation, mapped to resrl's loss.agg (grpo, dapo, bnpo, dr_grpo). None: the "
-                "algorithm's aggregation (grpo: seq-mean-token-mean, the paper's; TRL's default is dapo)."})
+        "help": "TRL's loss, mapped to resrl's loss.policy_loss and loss.agg (grpo, dapo, bnpo, dr_grpo, luspo, "
+                "cispo, sapo, vespo). None: the algorithm's (grpo: the clipped surrogate with seq-mean-token-mean, "
+                "the paper's; TRL's default is dapo)."})
     scale_rewards: str | None = field(default=None, metadata={
         "help": "group | batch | none (algorithm.scale_rewards); None: the algorithm's default."})
     use_bias_correction_kl: bool = field(default=False, metadata={
