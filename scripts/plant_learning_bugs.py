@@ -60,13 +60,13 @@ PLANTS = {
         "trajectory's other step)"),
     "reward-zero-trl": (
         "resrl/engines/trl.py",
-        '        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0)',
+        '        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)',
         '        out["rewards"] = torch.zeros_like(rewards[start:start + B].float())  # PLANT',
         "the reward not reaching the rows: single-/multi-turn rows' rewards zero"),
     "reward-shuffled-trl": (
         "resrl/engines/trl.py",
-        '        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0)',
-        '        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0).roll(1, 0)'
+        '        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)',
+        '        out["rewards"] = rewards[start:start + B].float().roll(1, 0)'
         '  # PLANT',
         "the reward reaching the wrong rows: single-/multi-turn rewards rolled by one row"),
     "reward-not-on-step-rows": (

@@ -161,14 +161,17 @@ def parity_reward(completions, **kwargs):
     return [float(sum(map(ord, t)) % 2 == 0) for t in texts]
 
 
-def _losses(model_dir, tmp_path, trainer_cls, config_cls, **kwargs):
+def _losses(model_dir, tmp_path, trainer_cls, config_cls, reward=parity_reward, model_generation=None, **kwargs):
     """(loss, grad_norm) of two optimiser steps on one generation round (num_iterations=2: the
     second step is off-policy, so the clip range matters), from a policy nudged away from the
-    checkpoint TRL reloads as the reference (so beta's KL term is not 0)."""
+    checkpoint TRL reloads as the reference (so beta's KL term is not 0). model_generation: settings
+    put in the model's own generation_config."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(model_dir)
+    for key, value in (model_generation or {}).items():
+        setattr(model.generation_config, key, value)
     gen = torch.Generator().manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     with torch.no_grad():
@@ -182,10 +185,11 @@ def _losses(model_dir, tmp_path, trainer_cls, config_cls, **kwargs):
     args = config_cls(output_dir=str(tmp_path), use_cpu=True, report_to="none", max_steps=2, num_iterations=2,
                       per_device_train_batch_size=8, num_generations=4, max_completion_length=10, learning_rate=0.05,
                       logging_steps=1, seed=0, disable_tqdm=True, save_strategy="no", **kwargs)
-    trainer = trainer_cls(model=model, reward_funcs=parity_reward, args=args, train_dataset=toy_dataset(8),
+    trainer = trainer_cls(model=model, reward_funcs=reward, args=args, train_dataset=toy_dataset(8),
                           processing_class=tokenizer)
     trainer.train()
     logs = [h for h in trainer.state.log_history if "loss" in h]
+    logs[0]["trainer"] = trainer
     return [(h["loss"], h["grad_norm"]) for h in logs], logs
 
 
@@ -235,6 +239,61 @@ def test_same_losses_as_grpo_trainer(model_dir, tmp_path, case):
     compared = 1 if case in FIRST_STEP_ONLY else 2
     for (tl, tg), (ol, og) in zip(theirs[:compared], ours[:compared]):
         assert ol == pytest.approx(tl, rel=1e-3, abs=1e-5) and og == pytest.approx(tg, rel=1e-3, abs=1e-5), (theirs, ours)
+
+
+def _close(theirs, ours):
+    return all(ol == pytest.approx(tl, rel=1e-3, abs=1e-5) and og == pytest.approx(tg, rel=1e-3, abs=1e-5)
+               for (tl, tg), (ol, og) in zip(theirs, ours))
+
+
+def unscorable_reward(completions, **kwargs):
+    """parity_reward, but None ("does not apply") for the completions whose text sum is 3 mod 7 (in the
+    test's round: one row of each group, both groups mixed, so that scoring it 0 would change the numbers)."""
+    texts = [c[-1]["content"] if isinstance(c, list) else c for c in completions]
+    return [None if sum(map(ord, t)) % 7 == 3 else float(sum(map(ord, t)) % 2 == 0) for t in texts]
+
+
+def test_unscorable_rows_as_grpo_trainer(model_dir, tmp_path):
+    """A row every reward function scores None: out of its group's mean and std, advantage 0, as in
+    GRPOTrainer (it was reward 0 and trained on), counted in reward/unscorable."""
+    from trl import GRPOTrainer
+
+    from resrl import ResRLGRPOConfig, ResRLTrainer
+
+    case = dict(loss_type="grpo", epsilon=0.02)
+    theirs, _ = _losses(model_dir, tmp_path / "trl", GRPOTrainer, _grpo_config_cls(), reward=unscorable_reward,
+                        use_bias_correction_kl=False, **case)
+    ours, logs = _losses(model_dir, tmp_path / "resrl", ResRLTrainer, ResRLGRPOConfig, reward=unscorable_reward,
+                         algorithm="grpo", std_eps=1e-4, **case)
+    assert logs[0]["reward/unscorable"] > 0  # the situation: some rows were unscorable
+    assert _close(theirs, ours), (theirs, ours)
+    # the old behaviour (an unscorable row is reward 0) gives other numbers: the test can tell them apart
+    zero, _ = _losses(model_dir, tmp_path / "zero", ResRLTrainer, ResRLGRPOConfig, algorithm="grpo", std_eps=1e-4,
+                      reward=lambda completions, **kw: [0.0 if r is None else r
+                                                        for r in unscorable_reward(completions)], **case)
+    assert not _close(theirs, zero), (theirs, zero)
+
+
+def test_model_generation_config_as_grpo_trainer(model_dir, tmp_path):
+    """The model's own generation_config: GRPOTrainer samples with the settings TRL leaves unset
+    (no_repeat_ngram_size here); ResRLTrainer names them in a warning and drops them
+    (dropped_generation_defaults), and with them in generation_kwargs gives GRPOTrainer's numbers."""
+    from trl import GRPOTrainer
+
+    from resrl import ResRLGRPOConfig, ResRLTrainer
+
+    setting = {"no_repeat_ngram_size": 1}
+    case = dict(loss_type="grpo", epsilon=0.02)
+    theirs, _ = _losses(model_dir, tmp_path / "trl", GRPOTrainer, _grpo_config_cls(), model_generation=setting,
+                        use_bias_correction_kl=False, **case)
+    ours, logs = _losses(model_dir, tmp_path / "resrl", ResRLTrainer, ResRLGRPOConfig, model_generation=setting,
+                         algorithm="grpo", std_eps=1e-4, generation_kwargs=dict(setting), **case)
+    assert logs[0]["trainer"].dropped_generation_defaults == {}
+    assert _close(theirs, ours), (theirs, ours)
+    dropped, logs = _losses(model_dir, tmp_path / "dropped", ResRLTrainer, ResRLGRPOConfig, model_generation=setting,
+                            algorithm="grpo", std_eps=1e-4, **case)
+    assert logs[0]["trainer"].dropped_generation_defaults == setting  # named (and logged), not silent
+    assert not _close(theirs, dropped), (theirs, dropped)  # the setting changes the rollouts: it was dropped
 
 
 def _grpo_config_cls():

@@ -375,31 +375,80 @@ def shape_rewards(rewards: Tensor, lengths: Tensor, cfg: AlgorithmConfig) -> Ten
     return r
 
 
-def _shaped(inputs: AdvantageInputs, config: AlgorithmConfig) -> AdvantageInputs:
-    """`inputs` checked, with the configured reward shaping applied to its rewards."""
+def select_advantage_rows(inputs: AdvantageInputs, rows: Tensor) -> AdvantageInputs:
+    """The AdvantageInputs of `rows` ((K,) int64 indices): every per-row tensor indexed, the head
+    sketch's per-row tensors too (batch_sum, a function, is kept)."""
+    def take(t):
+        return t[rows.to(t.device)] if isinstance(t, Tensor) else t
+
+    head = inputs.head
+    if head is not None:
+        head = replace(head, states=take(head.states), topk_ids=take(head.topk_ids), topk_probs=take(head.topk_probs),
+                       target_prob=take(head.target_prob), targets=take(head.targets), log_norm=take(head.log_norm),
+                       logits=take(head.logits))
+    return replace(inputs, **{f.name: take(getattr(inputs, f.name)) for f in fields(AdvantageInputs)
+                              if f.name != "head"}, head=head)
+
+
+def _unscored(inputs: AdvantageInputs) -> Tensor:
+    """`inputs` checked; (B,) bool: the unscorable rows (NaN reward: TRL's every-reward-function-None)."""
     mask = inputs.response_mask
     if inputs.rewards.dim() != 1 or mask.dim() != 2 or mask.shape[0] != inputs.rewards.shape[0]:
         raise ValueError(f"rewards must be (B,) and response_mask (B, T); got {tuple(inputs.rewards.shape)} "
                          f"and {tuple(mask.shape)}")
     if inputs.group_index.shape != inputs.rewards.shape:
         raise ValueError(f"group_index must be (B,) like rewards, got {tuple(inputs.group_index.shape)}")
-    if not bool(torch.isfinite(inputs.rewards.float()).all()):
-        raise ValueError("rewards contain NaN or inf")
-    return replace(inputs, rewards=shape_rewards(inputs.rewards, mask.sum(dim=1), config))
+    if bool(torch.isinf(inputs.rewards.float()).any()):
+        raise ValueError("rewards contain inf")
+    return torch.isnan(inputs.rewards.float())
+
+
+def _shaped(inputs: AdvantageInputs, config: AlgorithmConfig) -> AdvantageInputs:
+    """`inputs` (every row scored) with the configured reward shaping applied to its rewards."""
+    return replace(inputs, rewards=shape_rewards(inputs.rewards, inputs.response_mask.sum(dim=1), config))
+
+
+def _critic_view(inputs: AdvantageInputs, unscored: Tensor) -> AdvantageInputs:
+    """PPO's view of a batch with unscorable rows: their response mask emptied (advantage 0, out of the
+    whitening statistics, no value target) and a placeholder reward 0. Rows are not dropped: the
+    whitening's batch_sum is a collective every process must call."""
+    keep = (~unscored).to(inputs.response_mask.dtype)[:, None]
+    return replace(inputs, rewards=torch.where(unscored, torch.zeros_like(inputs.rewards), inputs.rewards),
+                   response_mask=inputs.response_mask * keep)
 
 
 def compute_token_advantages(inputs: AdvantageInputs, config: AlgorithmConfig) -> tuple[Tensor, dict[str, float]]:
-    """Shaped rewards -> the configured algorithm's (B, T) float32 token advantages and its stats."""
+    """Shaped rewards -> the configured algorithm's (B, T) float32 token advantages and its stats.
+    A NaN reward marks an unscorable row (TRL: every reward function returned None): the algorithm
+    runs on the other rows (the group's mean and std leave it out) and its advantage is 0."""
     spec = get_algorithm(config.name)
+    mask = inputs.response_mask
+    unscored = _unscored(inputs)
+    if bool(unscored.any()) and spec.needs_values:
+        inputs = _critic_view(inputs, unscored)
+    elif bool(unscored.any()):
+        # as TRL does, an unscorable row is left out of its group's statistics (here: out of the
+        # algorithm altogether) and its advantage is 0
+        keep = (~unscored).nonzero(as_tuple=True)[0]
+        token_adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+        if keep.numel() == 0:
+            return token_adv, {}
+        kept_adv, stats = compute_token_advantages(select_advantage_rows(inputs, keep), config)
+        token_adv[keep] = kept_adv.to(token_adv.device)
+        return token_adv, stats
     token_adv, stats = spec.fn(_shaped(inputs, config), config)
     return token_adv.float(), dict(stats)
 
 
 def compute_ppo_targets(inputs: AdvantageInputs, config: AlgorithmConfig) -> "_gae.PPOTargets":
     """PPO on shaped rewards: the advantages `compute_token_advantages` gives, plus the critic's
-    regression targets (returns and the positions regressed) — what an engine's critic trains on."""
+    regression targets (returns and the positions regressed) — what an engine's critic trains on.
+    An unscorable row (NaN reward) has advantage 0 and no value target."""
     if not get_algorithm(config.name).needs_values:
         raise ValueError(f"compute_ppo_targets: algorithm {config.name!r} has no critic")
+    unscored = _unscored(inputs)
+    if bool(unscored.any()):
+        inputs = _critic_view(inputs, unscored)
     return _ppo_targets(_shaped(inputs, config), config)
 
 

@@ -83,7 +83,7 @@ from resrl.engines.steps import StepRolloutConfig
 from resrl.engines.trl_compat import GRPOTrainer
 from resrl.engines.trl_config import ResRLGRPOConfig
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
-from resrl.models.generation import model_defaults_hidden
+from resrl.models.generation import model_defaults_dropped, model_defaults_hidden
 
 __all__ = ["ResRLTrainer", "ResRLGRPOConfig", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
            "GRPOTrainer"]
@@ -216,10 +216,23 @@ class ResRLTrainer(trl_compat.GRPOHooks):
 
     def _check_trl_options(self) -> None:
         """The refused GRPOConfig fields were checked by trl_fields.resolve_trainer_settings; log the one
-        TRL option applied inside resrl's loss that users look for."""
+        TRL option applied inside resrl's loss that users look for, and the model's own generation
+        settings that GRPOTrainer would sample with and this trainer drops (never silently)."""
         if self.use_vllm and self.vllm_importance_sampling_correction:
             logger.info("vLLM importance-sampling correction (%s) is applied in resrl.core.loss.policy_loss",
                         self.vllm_importance_sampling_mode)
+        # GRPOTrainer's generate fills the settings its GenerationConfig leaves None from the model's
+        # generation_config (Qwen3: top_k 20, top_p 0.95, ...); rollouts sampled so are not draws from
+        # softmax(logits / T), the distribution the policy loss assumes, so this trainer hides them
+        # (resrl.models.generation.model_defaults_hidden) and says which: generation_kwargs applies them
+        self.dropped_generation_defaults = {} if self.use_vllm else model_defaults_dropped(
+            self.accelerator.unwrap_model(self.model), getattr(self, "generation_config", None))
+        if self.dropped_generation_defaults:
+            settings = ", ".join(f"{k}={v!r}" for k, v in sorted(self.dropped_generation_defaults.items()))
+            logger.warning("the model's generation_config sets %s, which GRPOTrainer samples with; ResRLTrainer "
+                           "samples with TRL's GenerationConfig only (softmax(logits / temperature), the "
+                           "distribution its loss assumes) and does not apply them: put them in "
+                           "GRPOConfig.generation_kwargs (resrl train: trl.generation_kwargs) to apply them", settings)
 
     def _check_plain_output_head(self) -> None:
         """The head sketch models output heads z = W x̂ + b: refuse soft-capped or scaled logits."""
@@ -276,7 +289,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         ids, mask = out["completion_ids"], out["completion_mask"]
         B, device = ids.shape[0], ids.device
         start = self.accelerator.process_index * B
-        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0)
+        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)
         out["group_index"] = (start + torch.arange(B, device=device)) // self.num_generations
         lengths = mask.sum(dim=1)
         last = ids.gather(1, (lengths - 1).clamp(min=0)[:, None])[:, 0]

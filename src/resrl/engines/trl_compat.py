@@ -303,7 +303,8 @@ class GRPOHooks(GRPOTrainer):
     def trl_generate_and_score(self, inputs) -> tuple[dict, torch.Tensor]:
         """TRL's generate-and-score (generation, rewards gathered over processes, old log-probs when
         TRL computes them) and the round's weighted rewards of all processes ((global B,), NaN-summed
-        over reward functions as TRL sums them), which TRL keeps out of its batch."""
+        over reward functions as TRL sums them; NaN where every function scored None), which TRL
+        keeps out of its batch."""
         self._round_rewards = None
         out = super()._generate_and_score_completions(inputs)
         rewards, self._round_rewards = self._round_rewards, None
@@ -342,7 +343,10 @@ class GRPOHooks(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         weights = self.reward_weights.to(rewards_per_func.device)
-        self._round_rewards = (rewards_per_func * weights[None]).nansum(dim=1)  # (global B,)
+        rewards = (rewards_per_func * weights[None]).nansum(dim=1)  # (global B,)
+        # a row every reward function scored None is unscorable: NaN, as TRL marks it (advantage 0, out of
+        # its group's mean and std: resrl.core.registry.compute_token_advantages)
+        self._round_rewards = torch.where(torch.isnan(rewards_per_func).all(dim=1), float("nan"), rewards)
         return rewards_per_func
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):
