@@ -171,3 +171,44 @@ def test_rewarded_choice_becomes_more_likely_training_the_top_layer_only(algorit
     assert end >= threshold, (f"top layer only / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} after "
                               f"{steps} updates; needs >= {threshold} (measured {measured} at seed 0, "
                               f"{other_seeds} at 1-3)")
+
+
+# The policy losses of the registry (resrl.core.loss.SURROGATES) other than the clipped surrogate, each
+# with GRPO's advantages and with ResRL's token weights, on the single-turn check (two updates per round:
+# the second is off-policy, where the losses differ). Each at the settings of its TRL loss_type / paper:
+LOSS_SETTINGS = {
+    "cispo": ("loss.policy_loss=cispo", "loss.agg=token-mean", "loss.clip_eps_low=1.0", "loss.clip_eps_high=4.0"),
+    "sapo": ("loss.policy_loss=sapo",),
+    "clip-cov": ("loss.policy_loss=clip-cov", "loss.agg=token-mean"),
+    "kl-cov": ("loss.policy_loss=kl-cov", "loss.agg=token-mean"),
+    "vespo": ("loss.policy_loss=vespo", "loss.agg=token-mean"),
+}
+# (loss, algorithm) -> (optimiser updates, end value at seed 0, [seeds 1-4], threshold), as EXPECTED
+EXPECTED_LOSSES = {
+    ("cispo", "grpo"): (40, None, [], 0.0),
+    ("cispo", "resrl"): (40, None, [], 0.0),
+    ("sapo", "grpo"): (40, None, [], 0.0),
+    ("sapo", "resrl"): (40, None, [], 0.0),
+    ("clip-cov", "grpo"): (40, None, [], 0.0),
+    ("clip-cov", "resrl"): (40, None, [], 0.0),
+    ("kl-cov", "grpo"): (40, None, [], 0.0),
+    ("kl-cov", "resrl"): (40, None, [], 0.0),
+    ("vespo", "grpo"): (40, None, [], 0.0),
+    ("vespo", "resrl"): (40, None, [], 0.0),
+}
+
+
+@pytest.mark.parametrize("loss,algorithm", list(EXPECTED_LOSSES), ids=[f"{a}-{b}" for a, b in EXPECTED_LOSSES])
+def test_rewarded_choice_becomes_more_likely_with_each_loss(loss, algorithm, warm_model, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    steps, measured, other_seeds, threshold = EXPECTED_LOSSES[loss, algorithm]
+    tokenizer = AutoTokenizer.from_pretrained(warm_model)
+    model, contexts = train_layout("single-turn", algorithm, warm_model, tmp_path / "out", steps,
+                                   extra=LOSS_SETTINGS[loss])
+    start = choice_probability(AutoModelForCausalLM.from_pretrained(warm_model), tokenizer, contexts)
+    end = choice_probability(model, tokenizer, contexts)
+    print(f"{loss} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} (threshold {threshold})")
+    assert start == pytest.approx(START, abs=0.02)
+    assert end >= threshold, (f"{loss} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} after {steps} "
+                              f"updates; needs >= {threshold} (measured {measured} at seed 0, {other_seeds} at 1-4)")

@@ -504,34 +504,24 @@ def vespo(s: SurrogateInputs, cfg: LossConfig):
 
 # ---- the loss they share -----------------------------------------------------------------------------
 
-def policy_loss(
+def token_policy_loss(
     logprobs: Tensor,
     old_logprobs: Tensor,
     advantages: Tensor,
     response_mask: Tensor,
     config: LossConfig | None = None,
-    ref_logprobs: Tensor | None = None,
+    *,
     entropy: Tensor | None = None,
     importance_weights: Tensor | None = None,
     entropy_mask: Tensor | None = None,
     sampling_logprobs: Tensor | None = None,
     surrogate: str | None = None,
-) -> tuple[Tensor, dict[str, float]]:
-    """The policy loss to minimise, with the per-token term `surrogate` (None: config.policy_loss,
-    else "clipped-surrogate").
-
-    logprobs, old_logprobs: (B, T) log-probs of the sampled tokens under π_θ and π_old;
-    advantages: (B, T) token advantages Ã (or (B,), broadcast); response_mask: (B, T);
-    ref_logprobs: (B, T) under π_ref (needed when kl_coef > 0); entropy: (B, T) (needed when
-    entropy_coef > 0, also logged when given); importance_weights: (B, T) or (B, 1) detached
-    per-token factors on the surrogate — the truncated/masked π_old / π_rollout ratio that
-    corrects a vLLM rollout's sampling mismatch (TRL's `importance_sampling_ratio`);
-    entropy_mask: (B, T) bool, the tokens kept by `top_entropy_quantile` when the caller computed
-    it (TRL's mask over all processes); None = `high_entropy_mask` of this batch;
-    sampling_logprobs: (B, T) the rollout engine's log-probs, which the off-policy mask compares
-    with when given (TRL prefers vLLM's), else old_logprobs.
-    Returns (scalar loss, metrics of python floats).
-    """
+) -> tuple[Tensor, Tensor, dict[str, Tensor]]:
+    """The policy-gradient term per token, before aggregation: the term `surrogate` (None:
+    config.policy_loss, else "clipped-surrogate"), then the off-policy mask, the top-entropy mask and
+    the rollout weights (module docstring). Arguments as `policy_loss`. Returns (ℓ (B, T) in float32
+    at least, 0 on padding; the tokens kept by top_entropy_quantile (B, T) bool; metrics as 0-d
+    tensors). An engine that aggregates itself (veRL's agg_loss over the global batch) calls this."""
     cfg = config if config is not None else LossConfig()
     name = surrogate or cfg.policy_loss or "clipped-surrogate"
     if name not in SURROGATES:
@@ -542,10 +532,6 @@ def policy_loss(
     for arg, t in (("old_logprobs", old_logprobs), ("advantages", advantages), ("response_mask", response_mask)):
         if t.shape != logprobs.shape:
             raise ValueError(f"{arg} must have the shape of logprobs {tuple(logprobs.shape)}, got {tuple(t.shape)}")
-    if cfg.kl_coef > 0 and ref_logprobs is None:
-        raise ValueError("LossConfig.kl_coef > 0 needs ref_logprobs")
-    if cfg.entropy_coef > 0 and entropy is None:
-        raise ValueError("LossConfig.entropy_coef > 0 needs entropy")
     # float32 at least: bf16 log-probs would round the ratio to ~1e-2
     dtype = torch.promote_types(logprobs.dtype, torch.float32)
     logprobs = logprobs.to(dtype)
@@ -583,20 +569,7 @@ def policy_loss(
         token_loss = torch.where(kept, token_loss, torch.zeros_like(token_loss))
     if weights is not None and not term.reads_importance_weights:
         token_loss = token_loss * weights.expand_as(token_loss)
-
-    loss = aggregate_loss(token_loss, mask, cfg.agg, cfg.max_response_length)
-    metrics["pg_loss"] = loss.detach()
-    if cfg.kl_coef > 0 or ref_logprobs is not None:
-        kl = kl_estimate(logprobs, ref_logprobs.to(dtype), cfg.kl_estimator)
-        kl_agg = aggregate_loss(kl, mask, cfg.agg, cfg.max_response_length)
-        if cfg.kl_coef > 0:
-            loss = loss + cfg.kl_coef * kl_agg
-        metrics["kl"] = kl_agg.detach()
-    if entropy is not None:
-        ent = aggregate_loss(entropy, kept.to(dtype), cfg.entropy_agg or cfg.agg, cfg.max_response_length)
-        if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * ent
-        metrics["entropy"] = ent.detach()
+    token_loss = torch.where(valid, token_loss, torch.zeros_like(token_loss))
 
     with torch.no_grad():
         metrics.update({k: v.detach() for k, v in term_stats.items()})
@@ -607,12 +580,68 @@ def policy_loss(
         metrics["ratio_mean"] = (ratio * mask).sum() / n_tok
         if cfg.top_entropy_quantile < 1.0:
             metrics["entropy_kept_frac"] = (kept.to(mask.dtype) * mask).sum() / n_tok
+    return token_loss, kept, metrics
+
+
+def policy_loss(
+    logprobs: Tensor,
+    old_logprobs: Tensor,
+    advantages: Tensor,
+    response_mask: Tensor,
+    config: LossConfig | None = None,
+    ref_logprobs: Tensor | None = None,
+    entropy: Tensor | None = None,
+    importance_weights: Tensor | None = None,
+    entropy_mask: Tensor | None = None,
+    sampling_logprobs: Tensor | None = None,
+    surrogate: str | None = None,
+) -> tuple[Tensor, dict[str, float]]:
+    """The policy loss to minimise, with the per-token term `surrogate` (None: config.policy_loss,
+    else "clipped-surrogate"): `token_policy_loss` aggregated, plus the KL and entropy terms.
+
+    logprobs, old_logprobs: (B, T) log-probs of the sampled tokens under π_θ and π_old;
+    advantages: (B, T) token advantages Ã (or (B,), broadcast); response_mask: (B, T);
+    ref_logprobs: (B, T) under π_ref (needed when kl_coef > 0); entropy: (B, T) (needed when
+    entropy_coef > 0, also logged when given); importance_weights: (B, T) or (B, 1) detached
+    per-token factors on the surrogate — the truncated/masked π_old / π_rollout ratio that
+    corrects a vLLM rollout's sampling mismatch (TRL's `importance_sampling_ratio`);
+    entropy_mask: (B, T) bool, the tokens kept by `top_entropy_quantile` when the caller computed
+    it (TRL's mask over all processes); None = `high_entropy_mask` of this batch;
+    sampling_logprobs: (B, T) the rollout engine's log-probs, which the off-policy mask compares
+    with when given (TRL prefers vLLM's), else old_logprobs.
+    Returns (scalar loss, metrics of python floats).
+    """
+    cfg = config if config is not None else LossConfig()
+    if cfg.kl_coef > 0 and ref_logprobs is None:
+        raise ValueError("LossConfig.kl_coef > 0 needs ref_logprobs")
+    if cfg.entropy_coef > 0 and entropy is None:
+        raise ValueError("LossConfig.entropy_coef > 0 needs entropy")
+    token_loss, kept, term_metrics = token_policy_loss(
+        logprobs, old_logprobs, advantages, response_mask, cfg, entropy=entropy,
+        importance_weights=importance_weights, entropy_mask=entropy_mask, sampling_logprobs=sampling_logprobs,
+        surrogate=surrogate)
+    dtype = token_loss.dtype
+    mask = response_mask.to(dtype)
+    loss = aggregate_loss(token_loss, mask, cfg.agg, cfg.max_response_length)
+    metrics: dict[str, Tensor] = {"pg_loss": loss.detach()}
+    if cfg.kl_coef > 0 or ref_logprobs is not None:
+        kl = kl_estimate(logprobs.to(dtype), ref_logprobs.to(dtype), cfg.kl_estimator)
+        kl_agg = aggregate_loss(kl, mask, cfg.agg, cfg.max_response_length)
+        if cfg.kl_coef > 0:
+            loss = loss + cfg.kl_coef * kl_agg
+        metrics["kl"] = kl_agg.detach()
+    if entropy is not None:
+        ent = aggregate_loss(entropy, kept.to(dtype), cfg.entropy_agg or cfg.agg, cfg.max_response_length)
+        if cfg.entropy_coef > 0:
+            loss = loss - cfg.entropy_coef * ent
+        metrics["entropy"] = ent.detach()
+    metrics.update(term_metrics)
     values = torch.stack([v.float() for v in metrics.values()]).tolist()
     return loss, dict(zip(metrics.keys(), values))
 
 
 __all__ = ["LossConfig", "PolicyLossInputs", "POLICY_LOSSES", "SURROGATES", "SurrogateInputs", "Surrogate",
-           "register_policy_loss", "register_surrogate", "get_policy_loss", "check_loss_options", "POLICY_LOSS_READS",
+           "register_policy_loss", "register_surrogate", "get_policy_loss", "token_policy_loss", "check_loss_options", "POLICY_LOSS_READS",
            "OPTIONAL_OPTIONS", "SHARED_OPTIONS", "TERM_OPTIONS", "policy_loss", "aggregate_loss",
            "kl_estimate", "high_entropy_mask", "off_policy_sequence_mask", "AGG_MODES", "KL_ESTIMATORS", "IS_LEVELS",
            "LOG_RATIO_CLAMP"]
