@@ -156,3 +156,29 @@ def test_resrl_config_from_refuses_what_the_rank_weights_cannot_do():
     cfg = resrl_config_from({"resrl": {"quantile_low": 0.2, "quantile_high": 0.8, "no_contrast_weight": "midpoint",
                                        "svd": "pca_lowrank", "min_pos_tokens": 4, "passk_k": 2}})
     assert cfg.svd == "pca_lowrank" and cfg.min_pos_tokens == 4
+
+
+def test_every_policy_loss_is_classified_for_verl():
+    """Each loss of resrl.core's registry: veRL's own (its loss_mode), registered by the plugin (a term
+    veRL lacks), or refused with the reason; the plugin's per-token matrix is resrl.core's."""
+    import torch
+
+    from resrl.core.loss import POLICY_LOSSES, SURROGATES, LossConfig, token_policy_loss
+    from resrl.engines.verl.losses import plugin_token_losses, verl_losses
+
+    catalog = verl_losses()
+    assert list(catalog) == list(POLICY_LOSSES)
+    kinds = {name: e.kind for name, e in catalog.items()}
+    assert kinds["clipped-surrogate"] == kinds["cispo"] == kinds["sapo"] == "verl"
+    assert kinds["clip-cov"] == kinds["kl-cov"] == "verl" and kinds["vespo"] == "plugin"
+    assert kinds["flowrl"] == "refused" and "log Z" in catalog["flowrl"].how
+    assert all(kinds[n] != "refused" for n in SURROGATES)
+    g = torch.Generator().manual_seed(0)
+    old = -torch.rand(3, 4, generator=g)
+    logp = old + 0.1 * torch.randn(3, 4, generator=g)
+    adv, mask = torch.randn(3, 4, generator=g), torch.ones(3, 4)
+    pg, metrics = plugin_token_losses("vespo", old, logp, adv, mask, 0.2, 0.28)
+    ref, _, _ = token_policy_loss(logp, old, adv, mask, LossConfig(policy_loss="vespo"))
+    assert torch.equal(pg, ref) and "actor/vespo_phi_mean" in metrics
+    with pytest.raises(ValueError, match="not a loss the plugin registers"):
+        plugin_token_losses("cispo", old, logp, adv, mask, 0.2, 0.2)
