@@ -175,26 +175,30 @@ def test_rewarded_choice_becomes_more_likely_training_the_top_layer_only(algorit
 
 # The policy losses of the registry (resrl.core.loss.SURROGATES) other than the clipped surrogate, each
 # with GRPO's advantages and with ResRL's token weights, on the single-turn check (two updates per round:
-# the second is off-policy, where the losses differ). Each at the settings of its TRL loss_type / paper:
+# the second is off-policy, where the losses differ), at the algorithm's aggregation (seq-mean-token-mean)
+# and each loss's own defaults (CISPO: no lower bound and the cap 5 of ScaleRL / TRL's recommendation).
 LOSS_SETTINGS = {
-    "cispo": ("loss.policy_loss=cispo", "loss.agg=token-mean", "loss.clip_eps_low=1.0", "loss.clip_eps_high=4.0"),
+    "cispo": ("loss.policy_loss=cispo", "loss.clip_eps_low=1.0", "loss.clip_eps_high=4.0"),
     "sapo": ("loss.policy_loss=sapo",),
-    "clip-cov": ("loss.policy_loss=clip-cov", "loss.agg=token-mean"),
-    "kl-cov": ("loss.policy_loss=kl-cov", "loss.agg=token-mean"),
-    "vespo": ("loss.policy_loss=vespo", "loss.agg=token-mean"),
+    "clip-cov": ("loss.policy_loss=clip-cov",),
+    "kl-cov": ("loss.policy_loss=kl-cov",),
+    "vespo": ("loss.policy_loss=vespo",),
 }
-# (loss, algorithm) -> (optimiser updates, end value at seed 0, [seeds 1-4], threshold), as EXPECTED
+# (loss, algorithm) -> (optimiser updates, end value at seed 0, [seeds 1-4], threshold), as EXPECTED: the
+# threshold at least 0.10 below the lowest of the five seeds (ResRL's are lower: with these losses it is
+# as fragile on this task as without, seed 4 the weakest; sapo / vespo with ResRL clear a pipeline that
+# does not learn, 0.245, by 0.105 only)
 EXPECTED_LOSSES = {
-    ("cispo", "grpo"): (40, None, [], 0.0),
-    ("cispo", "resrl"): (40, None, [], 0.0),
-    ("sapo", "grpo"): (40, None, [], 0.0),
-    ("sapo", "resrl"): (40, None, [], 0.0),
-    ("clip-cov", "grpo"): (40, None, [], 0.0),
-    ("clip-cov", "resrl"): (40, None, [], 0.0),
-    ("kl-cov", "grpo"): (40, None, [], 0.0),
-    ("kl-cov", "resrl"): (40, None, [], 0.0),
-    ("vespo", "grpo"): (40, None, [], 0.0),
-    ("vespo", "resrl"): (40, None, [], 0.0),
+    ("cispo", "grpo"): (40, 0.825, [0.801, 0.805, 0.813, 0.809], 0.65),
+    ("cispo", "resrl"): (40, 0.689, [0.585, 0.605, 0.635, 0.498], 0.39),
+    ("sapo", "grpo"): (40, 0.829, [0.801, 0.806, 0.797, 0.809], 0.65),
+    ("sapo", "resrl"): (40, 0.703, [0.584, 0.597, 0.456, 0.491], 0.35),
+    ("clip-cov", "grpo"): (40, 0.746, [0.770, 0.774, 0.766, 0.817], 0.60),
+    ("clip-cov", "resrl"): (40, 0.764, [0.575, 0.600, 0.725, 0.556], 0.45),
+    ("kl-cov", "grpo"): (40, 0.795, [0.806, 0.799, 0.808, 0.798], 0.65),
+    ("kl-cov", "resrl"): (40, 0.716, [0.548, 0.540, 0.645, 0.509], 0.40),
+    ("vespo", "grpo"): (40, 0.820, [0.783, 0.791, 0.800, 0.787], 0.65),
+    ("vespo", "resrl"): (40, 0.679, [0.454, 0.601, 0.608, 0.524], 0.35),
 }
 
 

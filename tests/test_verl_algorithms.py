@@ -104,8 +104,20 @@ def fake_verl(monkeypatch):
             return fn
         return deco
 
+    losses = {name: object() for name in ("vanilla", "cispo", "sapo", "clip_cov", "kl_cov", "gspo")}
+
+    def register_policy_loss(name):
+        def deco(fn):
+            if name in losses:
+                raise ValueError(f"policy loss {name} registered twice")
+            losses[name] = fn
+            return fn
+        return deco
+
     core_algos = types.ModuleType("verl.trainer.ppo.core_algos")
     core_algos.register_adv_est, core_algos.ADV_ESTIMATOR_REGISTRY = register_adv_est, registry
+    core_algos.register_policy_loss, core_algos.POLICY_LOSS_REGISTRY = register_policy_loss, losses
+    registry["__losses__"] = losses
     ppo = types.ModuleType("verl.trainer.ppo")
     ppo.core_algos = core_algos
     for name, mod in (("verl", types.ModuleType("verl")), ("verl.trainer", types.ModuleType("verl.trainer")),
@@ -130,6 +142,9 @@ def test_estimators_module_registers_the_catalog(fake_verl):
         with pytest.raises(ValueError, match=f"adv_estimator={refused}: the resrl veRL plugin does not run"):
             registry[refused](token_level_rewards=tlr, response_mask=mask, index=uids, config=None)
     assert not callable(registry["grpo"])          # veRL's own names are left alone
+    losses = registry["__losses__"]
+    assert losses["vespo"].__module__ == "resrl.engines.verl.estimators"  # the loss veRL lacks
+    assert not any(callable(losses[n]) for n in ("vanilla", "cispo", "sapo", "clip_cov", "kl_cov"))
     src = Path(module.__file__).read_text()
     assert not re.search(r"ESTIMATORS\s*=\s*\(", src)      # no hand-written list
     assert not re.search(r'register_adv_est\("(psr|nsr|w_reinforce|passk)"\)', src)
@@ -137,6 +152,7 @@ def test_estimators_module_registers_the_catalog(fake_verl):
 
 def test_the_docs_table_is_the_catalog():
     text = (Path(__file__).resolve().parents[1] / "docs" / "verl.md").read_text()
+    text = text[:text.index("## Policy losses")]  # the algorithms' table (the losses' has its own test)
     rows = re.findall(r"^\| (`[^|]+`) \| ([^|]+) \|", text, flags=re.M)
     kind_words = {"veRL's own": "verl", "plugin estimator": "estimator", "plugin estimator + trainer mode": "trainer",
                   "refused": "refused"}
@@ -182,3 +198,13 @@ def test_every_policy_loss_is_classified_for_verl():
     assert torch.equal(pg, ref) and "actor/vespo_phi_mean" in metrics
     with pytest.raises(ValueError, match="not a loss the plugin registers"):
         plugin_token_losses("cispo", old, logp, adv, mask, 0.2, 0.2)
+
+
+def test_the_docs_loss_table_is_the_catalog():
+    from resrl.engines.verl.losses import verl_losses
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "verl.md").read_text()
+    text = text[text.index("## Policy losses"):text.index("## Details")]
+    rows = re.findall(r"^\| `([^`|]+)` \| ([^|]+) \|", text, flags=re.M)
+    kinds = {"veRL's own": "verl", "plugin loss": "plugin", "refused": "refused"}
+    assert {name: kinds[kind.strip()] for name, kind in rows} == {n: e.kind for n, e in verl_losses().items()}
