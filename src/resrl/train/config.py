@@ -230,8 +230,10 @@ def map_trl_keys(data: dict) -> dict:
                 raise ConfigError(f"config keys 'trl.{key}' ({raw!r}) and '{target}' ({node[name]!r}) disagree: "
                                   f"'trl.{key}' is TRL's name for '{target}' = {value!r}; set one")
             node[name] = value
+        primary = TRL_KEY_MAP[key].key
+        named = sorted(values.items(), key=lambda kv: kv[0] != primary)  # its own key first
         logger.warning("config key 'trl.%s' = %r is TRL's name for %s", key, raw,
-                       ", ".join(f"{t} = {v!r}" for t, v in values.items()) or "nothing here (see its mapping)")
+                       ", ".join(f"'{t}' = {v!r}" for t, v in named) or "nothing here (see its mapping)")
     return data
 
 
