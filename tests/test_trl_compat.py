@@ -455,15 +455,15 @@ def test_generation_batch_has_the_keys_relied_on(misaligned):
     """A real round of TRL's _generate_and_score_completions: every key the engine reads, with
     old log-probs (misaligned round) and log π_ref (beta != 0)."""
     batch = misaligned.last_batch
-    assert missing_batch_keys(batch, [k for k in compat.TRL_BATCH_KEYS
-                                      if k not in ("importance_sampling_ratio", "tool_mask")]) == []
+    vllm_or_tools = ("importance_sampling_ratio", "sampling_per_token_logps", "tool_mask")
+    assert missing_batch_keys(batch, [k for k in compat.TRL_BATCH_KEYS if k not in vllm_or_tools]) == []
     B, C = batch["completion_ids"].shape
     assert batch["completion_mask"].shape == (B, C) and batch["prompt_ids"].shape == batch["prompt_mask"].shape
     assert batch["old_per_token_logps"].shape == (B, C) and batch["ref_per_token_logps"].shape == (B, C)
     assert batch["num_items_in_batch"].dim() == 0
     # keys set only with vLLM / tools, read from the source
     source = inspect.getsource(GRPOTrainer._generate_and_score_completions)
-    for key in ("importance_sampling_ratio", "tool_mask"):
+    for key in vllm_or_tools:
         assert f'output["{key}"]' in source, key
 
 
@@ -480,7 +480,8 @@ def test_planted_renamed_batch_key_is_seen(model_dir, tmp_path, monkeypatch):
     trainer.model.train()
     batch = trainer._generate_and_score_completions([trainer.train_dataset[0]] * 4)
     assert missing_batch_keys(batch, compat.TRL_BATCH_KEYS) == [
-        "completion_mask", "old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio", "tool_mask"]
+        "completion_mask", "old_per_token_logps", "ref_per_token_logps", "importance_sampling_ratio",
+        "sampling_per_token_logps", "tool_mask"]
 
 
 # ---- 1. the order of calls within a training step ---------------------------------------------------------
