@@ -26,7 +26,16 @@ import torch
 from resrl.core import AdvantageInputs, AlgorithmConfig, compute_token_advantages
 from resrl.core.loss import SURROGATES, LossConfig, get_policy_loss, policy_loss, PolicyLossInputs
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def float64():
+    """Every tensor of these tests in float64 (restored after each test: the default is process-wide)."""
+    old = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(old)
+
 
 B, T = 5, 6
 LENGTHS = [6, 4, 1, 5, 3]
