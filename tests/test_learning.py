@@ -186,8 +186,25 @@ LOSS_SETTINGS = {
 }
 # (loss, algorithm) -> (optimiser updates, end value at seed 0, [seeds 1-4], threshold), as EXPECTED: the
 # threshold at least 0.10 below the lowest of the five seeds (ResRL's are lower: with these losses it is
-# as fragile on this task as without, seed 4 the weakest; sapo / vespo with ResRL clear a pipeline that
-# does not learn, 0.245, by 0.105 only)
+# as fragile on this task as without; sapo / vespo with ResRL clear a pipeline that does not learn,
+# 0.245, by 0.105 only).
+#
+# Planted bugs (scripts/plant_learning_bugs.py -k with_each_loss PLANT), seed 0, end values in the order
+# cispo grpo / resrl, sapo, clip-cov, kl-cov, vespo:
+#     advantage sign flipped, first half of the rows  all 10 fail: .004 .178, .004 .178, .230 .242, .182 .182,
+#                                                      .264 .183
+#     response mask shifted right by one token         all 10 fail: .280 .206, .283 .204, .219 .258, .221 .289,
+#                                                      .238 .235
+#     rewards zero                                     all 10 fail: .245 each
+#     rewards rolled by one row                        all 10 fail: .039 .078, .039 .078, .097 .121, .075 .105,
+#                                                      .040 .078
+#     the loss term's sign flipped, first half of the  all 10 fail: .258 .313, .258 .313, .278 .319, .082 .232,
+#       rows (resrl/core/loss.py)                      .277 .318
+#     old log-probs from the wrong rows                4 fail (cispo resrl .365, clip-cov grpo .443 and resrl
+#                                                      .307, kl-cov resrl .312); 6 pass: CISPO's capped, SAPO's
+#                                                      soft and VESPO's smooth weights barely read π_old here
+# The margin between a threshold and the planted values it must exclude is smaller here than for the
+# checks above (cispo / resrl: 0.39 against 0.365): ResRL's spread over seeds leaves no more room.
 EXPECTED_LOSSES = {
     ("cispo", "grpo"): (40, 0.825, [0.801, 0.805, 0.813, 0.809], 0.65),
     ("cispo", "resrl"): (40, 0.689, [0.585, 0.605, 0.635, 0.498], 0.39),
