@@ -353,3 +353,14 @@ def test_loss_config_kl_without_beta_has_a_reference(model_dir, tmp_path):
     assert any("kl" in h for h in t.state.log_history)
     with pytest.raises(ValueError, match="GRPOConfig.beta=0.5 conflicts with loss_config.kl_coef=0.1"):
         trainer(beta=0.5)
+
+
+def test_the_docs_counts_are_the_tables():
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "coming-from-trl.md").read_text()
+    m = re.search(r"(\d+) honoured, (\d+) mapped, (\d+) refused, (\d+) irrelevant", text)
+    counts = trl_fields.category_counts()
+    assert m and tuple(map(int, m.groups())) == (counts["honoured"], counts["mapped"], counts["refused"],
+                                                 counts["irrelevant"])
