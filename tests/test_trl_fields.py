@@ -364,3 +364,21 @@ def test_the_docs_counts_are_the_tables():
     counts = trl_fields.category_counts()
     assert m and tuple(map(int, m.groups())) == (counts["honoured"], counts["mapped"], counts["refused"],
                                                  counts["irrelevant"])
+
+
+def test_the_docs_flat_field_table_names_every_group():
+    """docs/coming-from-trl.md's flat-field table names each group of ResRLGRPOConfig's flat fields
+    (a nested section `<section>_<name>`, the loss's `loss_<name>`, PPO's `critic_<name>`), and the
+    critic's flat fields are the ones ResRLTrainer reads as its CriticConfig."""
+    from pathlib import Path
+
+    from resrl.core.value import CriticConfig
+    from resrl.engines.trl_config import CRITIC_FIELDS, FLAT_FIELDS
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "coming-from-trl.md").read_text()
+    table = text[text.index("## resrl's settings as flat fields"):text.index("## What becomes of each")]
+    groups = {f"`{path[0]}_<name>`" if len(path) == 2 else f"`{where}_<name>`"
+              for where, path, _, _ in FLAT_FIELDS.values() if len(path) == 2 or where != "algorithm"}
+    assert len(groups) >= 8 and sorted(g for g in groups if g not in table) == []
+    assert {key for key, _, _ in CRITIC_FIELDS.values()} == {f.name for f in dataclasses.fields(CriticConfig)}
+    assert all(FLAT_FIELDS[name][0] == "critic" for name in CRITIC_FIELDS)

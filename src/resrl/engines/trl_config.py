@@ -69,7 +69,8 @@ _LOSS_VIA_TRL = _VIA_TRL["loss"]
 
 
 def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
-    """flat field -> ("algorithm" | "loss", path in the nested dict, type, help)."""
+    """flat field -> ("algorithm" | "loss" | "critic", path in the nested dict, type, help): every resrl
+    setting that GRPOConfig has no name for (engines/trl_fields.MAPPINGS gives the others)."""
     out = {}
     hints = typing.get_type_hints(AlgorithmConfig)
     for f in dataclasses.fields(AlgorithmConfig):
@@ -87,14 +88,17 @@ def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
     for f in dataclasses.fields(LossConfig):
         if f.name not in _LOSS_VIA_TRL:
             out[f"loss_{f.name}"] = ("loss", (f.name,), hints[f.name], f"LossConfig.{f.name} (default {f.default!r})")
+    # PPO's critic (resrl.core.value.CriticConfig; ResRLTrainer's `critic`): no GRPOConfig field is one
+    hints = typing.get_type_hints(CriticConfig)
+    for f in dataclasses.fields(CriticConfig):
+        out[f"critic_{f.name}"] = ("critic", (f.name,), hints[f.name], f"CriticConfig.{f.name} (default {f.default!r})")
     return out
 
 
 FLAT_FIELDS = _flat_fields()
-# PPO's critic (resrl.core.value.CriticConfig; ResRLTrainer's `critic`): critic_<name>
-CRITIC_FIELDS = {f"critic_{f.name}": (f.name, typing.get_type_hints(CriticConfig)[f.name],
-                                      f"CriticConfig.{f.name} (default {f.default!r})")
-                 for f in dataclasses.fields(CriticConfig)}
+# the critic_<name> fields of FLAT_FIELDS: flat field -> (CriticConfig field, type, help)
+CRITIC_FIELDS = {name: (path[0], tp, help_) for name, (where, path, tp, help_) in FLAT_FIELDS.items()
+                 if where == "critic"}
 
 
 @dataclass
@@ -126,10 +130,9 @@ def _optional(tp):
 
 ResRLGRPOConfig = dataclasses.make_dataclass(
     "ResRLGRPOConfig",
-    [(name, _optional(tp), field(default=None, metadata={"help": f"{help_}; None: the algorithm's default"}))
-     for name, (_, _, tp, help_) in FLAT_FIELDS.items()]
-    + [(name, _optional(tp), field(default=None, metadata={"help": f"{help_}; None: its default"}))
-       for name, (_, tp, help_) in CRITIC_FIELDS.items()],
+    [(name, _optional(tp), field(default=None, metadata={
+        "help": f"{help_}; None: " + ("its default" if where == "critic" else "the algorithm's default")}))
+     for name, (where, _, tp, help_) in FLAT_FIELDS.items()],
     bases=(_ResRLGRPOConfigBase,),
     namespace={"__doc__": __doc__, "__module__": __name__},
 )
@@ -141,7 +144,7 @@ def _resrl_settings(self) -> tuple[dict, dict]:
     algorithm, loss = {"name": self.algorithm}, {}
     for name, (where, path, _, _) in FLAT_FIELDS.items():
         value = getattr(self, name)
-        if value is None:
+        if value is None or where == "critic":
             continue
         target = algorithm if where == "algorithm" else loss
         for key in path[:-1]:
