@@ -290,6 +290,12 @@ class TrainConfig:
     def update_prompts(self) -> int:
         return self.train.update_prompts or self.train.rollout_prompts
 
+    @property
+    def updates_per_round(self) -> int:
+        """Optimiser updates per generation round (rollout_prompts / update_prompts x num_iterations):
+        a checkpoint falls between rounds, so checkpoint.save_steps is a multiple of it."""
+        return self.train.rollout_prompts // self.update_prompts * self.train.num_iterations
+
     def micro_batch_size(self, num_processes: int = 1) -> int:
         per_update = self.update_prompts * self.train.group_size
         return self.train.micro_batch_size or per_update // num_processes
@@ -356,7 +362,7 @@ class TrainConfig:
             raise ConfigError(f"config key 'train.learning_rate' must be > 0, got {t.learning_rate}")
         if self.checkpoint.save_steps < 0:
             raise ConfigError("config key 'checkpoint.save_steps' must be >= 0")
-        updates_per_round = t.rollout_prompts // self.update_prompts * t.num_iterations
+        updates_per_round = self.updates_per_round
         if self.checkpoint.save_steps and self.checkpoint.save_steps % updates_per_round:
             raise ConfigError(
                 f"config key 'checkpoint.save_steps' ({self.checkpoint.save_steps}) must be a multiple of the "
