@@ -5,6 +5,7 @@
     python scripts/plant_learning_bugs.py --list
     python scripts/plant_learning_bugs.py sign-half-rows old-logps-wrong-rows
     python scripts/plant_learning_bugs.py -k ppo gae-sign   # only the checks pytest's -k selects
+    python scripts/plant_learning_bugs.py -k with_each_loss loss-term-sign-half-rows
 
 Nothing in the working tree changes. A plant is a text replacement anchored on one source line;
 when a refactor moves that line, the script says which anchor it cannot find (update it here).
@@ -60,13 +61,13 @@ PLANTS = {
         "trajectory's other step)"),
     "reward-zero-trl": (
         "resrl/engines/trl.py",
-        '        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0)',
+        '        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)',
         '        out["rewards"] = torch.zeros_like(rewards[start:start + B].float())  # PLANT',
         "the reward not reaching the rows: single-/multi-turn rows' rewards zero"),
     "reward-shuffled-trl": (
         "resrl/engines/trl.py",
-        '        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0)',
-        '        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0).roll(1, 0)'
+        '        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)',
+        '        out["rewards"] = rewards[start:start + B].float().roll(1, 0)'
         '  # PLANT',
         "the reward reaching the wrong rows: single-/multi-turn rewards rolled by one row"),
     "reward-not-on-step-rows": (
@@ -77,6 +78,11 @@ PLANTS = {
         "resrl/engines/steps.py", '            r = reward_scale * float(out["reward"])',
         '            r = 0.0 * float(out["reward"])  # PLANT',
         "the environment's reward lost before the step rows (episode and step rewards zero)"),
+    "loss-term-sign-half-rows": (
+        "resrl/core/loss.py", "    token_loss, term_stats = term.fn(s, cfg)",
+        "    token_loss, term_stats = term.fn(s, cfg)\n"
+        "    token_loss = token_loss.clone(); token_loss[: token_loss.shape[0] // 2] *= -1  # PLANT",
+        "every policy loss's per-token term with the wrong sign on the first half of the rows"),
     "old-logps-wrong-rows": (
         "resrl/engines/trl.py", '        old = inputs.get("old_per_token_logps")',
         '        old = inputs.get("old_per_token_logps")\n'
@@ -138,7 +144,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("plants", nargs="*", help=f"plants to run (default all): {', '.join(PLANTS)}")
     parser.add_argument("--list", action="store_true", help="list the plants and exit")
-    parser.add_argument("-k", dest="select", default=None, help="run only the checks pytest -k selects (e.g. ppo)")
+    parser.add_argument("-k", dest="select", default=None, help="run only the checks pytest -k selects (e.g. ppo, with_each_loss)")
     args = parser.parse_args(argv)
     if args.list:
         for name, (rel, _, _, what) in PLANTS.items():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import pytest
 import torch
@@ -130,8 +131,11 @@ def test_registry_resrl_equals_core_call_and_errors():
         AlgorithmConfig(name="reinforce-plus-plus")
     with pytest.raises(ValueError, match="max_response_length"):
         AlgorithmConfig(overlong_buffer=4)
-    with pytest.raises(ValueError, match="NaN"):
-        compute_token_advantages(AdvantageInputs(rewards * float("nan"), groups, mask), AlgorithmConfig())
+    with pytest.raises(ValueError, match="inf"):
+        compute_token_advantages(AdvantageInputs(rewards * float("inf"), groups, mask), AlgorithmConfig())
+    # NaN: unscorable rows (TRL: every reward function returned None), advantage 0
+    adv, _ = compute_token_advantages(AdvantageInputs(rewards * float("nan"), groups, mask), AlgorithmConfig())
+    assert bool((adv == 0).all())
 
 
 def test_registry_applies_reward_shaping():
@@ -162,3 +166,35 @@ def test_register_new_algorithm_is_one_function():
             register_algorithm(name)(constant)
     finally:
         ALGORITHMS.pop(name)
+
+
+def test_unscorable_rows_as_trl_computes_them():
+    """NaN rewards (TRL: every reward function returned None) against TRL 1.16's own formula, restated
+    in float64: mean and Bessel-corrected std over the group's scored rows (nanmean / nanstd), advantage
+    (r − mean) / (std + eps), NaN (a single scored row, or the row itself) -> 0. Every algorithm runs on
+    the scored rows only; dynamic sampling compares the scored rows."""
+    from resrl.core.advantages import dynamic_sampling_mask
+
+    nan = float("nan")
+    rewards = torch.tensor([1.0, nan, 0.0, 0.5, nan, nan, 1.0, nan, 0.2, 0.2, nan, 0.9], dtype=torch.float64)
+    groups = torch.arange(12) // 4
+    eps = 1e-4
+    expected = []
+    for i in range(12):
+        scored = [float(rewards[j]) for j in range(12) if groups[j] == groups[i] and not math.isnan(rewards[j])]
+        if math.isnan(rewards[i]) or len(scored) < 2:
+            expected.append(0.0)
+            continue
+        mean = sum(scored) / len(scored)
+        std = math.sqrt(sum((x - mean) ** 2 for x in scored) / (len(scored) - 1))
+        expected.append((float(rewards[i]) - mean) / (std + eps))
+    mask = torch.ones(12, 3, dtype=torch.bool)
+    adv, _ = compute_token_advantages(AdvantageInputs(rewards, groups, mask), AlgorithmConfig(std_eps=eps))
+    assert torch.allclose(adv[:, 0].double(), torch.tensor(expected, dtype=torch.float64), atol=1e-6)
+    # ResRL: the same Â on the scored rows, its weights from them only, 0 on the unscorable ones
+    hidden = torch.randn(12, 3, 8, generator=torch.Generator().manual_seed(0))
+    adv_r, _ = compute_token_advantages(AdvantageInputs(rewards, groups, mask, hidden), AlgorithmConfig(name="resrl"))
+    assert bool((adv_r[torch.isnan(rewards)] == 0).all()) and bool((adv_r[~torch.isnan(rewards)] != 0).any())
+    # a group whose scored rows are equal is dropped; one with a NaN among differing rows is kept
+    keep = dynamic_sampling_mask(rewards, groups)
+    assert keep.tolist() == [True] * 4 + [False] * 4 + [True] * 4

@@ -164,6 +164,27 @@ def test_demo_train_config_is_a_valid_training_config(tmp_path):
         assert tc.train.learning_rate == cfg.rl.learning_rate and tc.train.group_size == cfg.rl.group_size
 
 
+
+def test_a_variant_with_several_updates_per_round_checkpoints_between_rounds(tmp_path):
+    """The demo checkpoints every rl.save_steps (10) updates, and a checkpoint falls between generation
+    rounds: a variant with 4 updates per round (train.update_prompts=4 of 16 prompts, the loss grid's)
+    checkpoints every 12 and is a valid training config (it was refused: 10 is no multiple of 4); a
+    save_steps the variant gives is its own; one update per round keeps 10."""
+    from resrl.demo.config import DemoConfig
+    from resrl.experiments.kinds import KINDS
+
+    cfg = DemoConfig()
+    assert cfg.rl.save_steps == 10 and cfg.rl.rollout_prompts == 16
+    kind = KINDS["supervised"]
+    for label, every in (("grpo/train.update_prompts=4", 12), ("resrl/train.update_prompts=8", 10),
+                         ("grpo", 10), ("grpo/train.update_prompts=4/checkpoint.save_steps=8", 8)):
+        tc = kind.train_config(cfg, label, {}, tmp_path)
+        tc.validate(need_model=False, need_data=False)
+        assert tc.checkpoint.save_steps == every, label
+    tc = kind.train_config(cfg, "grpo/train.update_prompts=4/checkpoint.save_steps=6", {}, tmp_path)
+    with pytest.raises(Exception, match="checkpoint.save_steps"):  # given by the method: its own, refused
+        tc.validate(need_model=False, need_data=False)
+
 def _png(path):
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 10_000, path

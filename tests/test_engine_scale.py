@@ -218,7 +218,9 @@ def test_trl_pass_through_reaches_grpo_config(model_dir, tmp_path):
     ("trl.per_device_train_batch_size=4", r"'trl\.per_device_train_batch_size' has no resrl equivalent .*"
                                           r"use 'train\.micro_batch_size'"),
     ("trl.num_train_epochs=3", r"use 'train\.max_steps'"),
-    ("trl.loss_type=sapo", r"'trl\.loss_type': 'sapo' has no resrl equivalent"),
+    ("trl.loss_type=ppo", r"'trl\.loss_type': GRPOConfig\.loss_type='ppo' is not a TRL 1\.16 loss type"),
+    ("trl.loss_type=cispo", r"'trl\.loss_type': .*caps the importance weight at epsilon_high"),
+    ("trl.use_adaptive_entropy=true", r"use 'loss\.entropy_coef'"),
 ])
 def test_trl_pass_through_errors_name_the_key(model_dir, tmp_path, key, message):
     with pytest.raises(ConfigError, match=message):
@@ -235,6 +237,9 @@ def test_trl_pass_through_errors_name_the_key(model_dir, tmp_path, key, message)
     ("trl.logging_steps=5", "log.logging_steps", 5),
     ("trl.top_entropy_quantile=0.2", "loss.top_entropy_quantile", 0.2),
     ("trl.importance_sampling_level=sequence", "loss.importance_sampling_level", "sequence"),
+    ("trl.delta=3.0", "loss.delta", 3.0),
+    ("trl.off_policy_mask_threshold=0.5", "loss.off_policy_mask_threshold", 0.5),
+    ("trl.loss_type=sapo", "loss.policy_loss", "sapo"),
 ])
 def test_trl_names_of_resrl_keys_are_mapped_and_logged(model_dir, tmp_path, caplog, key, target, value):
     import logging
@@ -243,9 +248,11 @@ def test_trl_names_of_resrl_keys_are_mapped_and_logged(model_dir, tmp_path, capl
         cfg = load_config(None, overrides(model_dir, tmp_path, key))
     section, name = target.split(".")
     assert getattr(getattr(cfg, section), name) == value and not cfg.trl
-    assert any(f"is TRL's name for '{target}'" in r.getMessage() for r in caplog.records)
+    assert any("is TRL's name for" in r.getMessage() and f"'{target}' = {value!r}" in r.getMessage()
+               for r in caplog.records)
     with pytest.raises(ConfigError, match="disagree"):  # both names, two values: one error
-        other = "0.3" if isinstance(value, float) else ("token-mean" if name == "agg" else
+        other = "1.3" if isinstance(value, float) else ("token-mean" if name == "agg" else
+                                                       "cispo" if name == "policy_loss" else
                                                        "group" if name == "scale_rewards" else
                                                        "token" if name == "importance_sampling_level" else "3")
         load_config(None, overrides(model_dir, tmp_path, key, f"{target}={other}"))

@@ -69,12 +69,13 @@ def test_a_batch_that_fails_as_a_whole_and_wrong_lengths():
     assert scores == [0.0] * 3 and m["reward/wrong_type"] == 3.0
     scores, m = _call(RewardAdapter(lambda c, a: 1.0), ["1"])
     assert scores == [0.0] and m["reward/wrong_type"] == 1.0
-    # numpy-like and 0-d torch scores are numbers; None is TRL's "does not apply": 0, not a fault
+    # numpy-like and 0-d torch scores are numbers; None is TRL's "does not apply": handed to TRL as None
+    # (a row every reward function scores None is unscorable: advantage 0), not a fault
     import numpy as np
     import torch
 
     scores, m = _call(RewardAdapter(lambda c, a: [np.float32(0.5), torch.tensor(2.0), None, True]), list("1234"))
-    assert scores == [0.5, 2.0, 0.0, 1.0] and all(m[f"reward/{k}"] == 0.0 for k in FAULT_KINDS)
+    assert scores == [0.5, 2.0, None, 1.0] and all(m[f"reward/{k}"] == 0.0 for k in FAULT_KINDS)
     scores, m = _call(RewardAdapter(lambda c, a: [math.inf, -math.inf]), ["1", "2"])
     assert scores == [0.0, 0.0] and m["reward/nonfinite"] == 2.0
 
@@ -108,7 +109,7 @@ def test_environment_rewards_are_checked_too():
 
     m = {}
     out = EnvironmentReward()(["p"] * 3, ["c"] * 3, env_reward=[1.0, float("nan"), None], log_metric=m.__setitem__)
-    assert out == [1.0, 0.0, 0.0] and m["reward/nonfinite"] == 1.0
+    assert out == [1.0, 0.0, None] and m["reward/nonfinite"] == 1.0  # None: unscorable, as TRL's
 
 
 # ---- through run_training, as `resrl train` runs it --------------------------------------------------

@@ -320,8 +320,10 @@ def test_refused_and_mapped_fields_default_to_trl_defaults():
     for name, f in trl_fields.GRPO_CONFIG_FIELDS.items():
         if f.category == trl_fields.REFUSED:
             assert defaults[name] in f.accepted or f.applies is not None, (name, defaults[name])
-    for name, default, _, _ in trl_fields.MAPPED_TARGETS:
-        assert defaults[name] == default, name
+    for m in trl_fields.MAPPINGS:
+        if m.trl in defaults and m.same and m.section in ("loss", "algorithm"):
+            assert defaults[m.trl] == m.trl_default, m.trl
+    assert defaults["max_completion_length"] == trl_fields.MAPPING["max_completion_length"].trl_default
 
 
 def test_reference_model_built_from_the_same_trl_pieces():

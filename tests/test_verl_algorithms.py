@@ -104,8 +104,20 @@ def fake_verl(monkeypatch):
             return fn
         return deco
 
+    losses = {name: object() for name in ("vanilla", "cispo", "sapo", "clip_cov", "kl_cov", "gspo")}
+
+    def register_policy_loss(name):
+        def deco(fn):
+            if name in losses:
+                raise ValueError(f"policy loss {name} registered twice")
+            losses[name] = fn
+            return fn
+        return deco
+
     core_algos = types.ModuleType("verl.trainer.ppo.core_algos")
     core_algos.register_adv_est, core_algos.ADV_ESTIMATOR_REGISTRY = register_adv_est, registry
+    core_algos.register_policy_loss, core_algos.POLICY_LOSS_REGISTRY = register_policy_loss, losses
+    registry["__losses__"] = losses
     ppo = types.ModuleType("verl.trainer.ppo")
     ppo.core_algos = core_algos
     for name, mod in (("verl", types.ModuleType("verl")), ("verl.trainer", types.ModuleType("verl.trainer")),
@@ -130,6 +142,9 @@ def test_estimators_module_registers_the_catalog(fake_verl):
         with pytest.raises(ValueError, match=f"adv_estimator={refused}: the resrl veRL plugin does not run"):
             registry[refused](token_level_rewards=tlr, response_mask=mask, index=uids, config=None)
     assert not callable(registry["grpo"])          # veRL's own names are left alone
+    losses = registry["__losses__"]
+    assert losses["vespo"].__module__ == "resrl.engines.verl.estimators"  # the loss veRL lacks
+    assert not any(callable(losses[n]) for n in ("vanilla", "cispo", "sapo", "clip_cov", "kl_cov"))
     src = Path(module.__file__).read_text()
     assert not re.search(r"ESTIMATORS\s*=\s*\(", src)      # no hand-written list
     assert not re.search(r'register_adv_est\("(psr|nsr|w_reinforce|passk)"\)', src)
@@ -137,6 +152,7 @@ def test_estimators_module_registers_the_catalog(fake_verl):
 
 def test_the_docs_table_is_the_catalog():
     text = (Path(__file__).resolve().parents[1] / "docs" / "verl.md").read_text()
+    text = text[:text.index("## Policy losses")]  # the algorithms' table (the losses' has its own test)
     rows = re.findall(r"^\| (`[^|]+`) \| ([^|]+) \|", text, flags=re.M)
     kind_words = {"veRL's own": "verl", "plugin estimator": "estimator", "plugin estimator + trainer mode": "trainer",
                   "refused": "refused"}
@@ -156,3 +172,39 @@ def test_resrl_config_from_refuses_what_the_rank_weights_cannot_do():
     cfg = resrl_config_from({"resrl": {"quantile_low": 0.2, "quantile_high": 0.8, "no_contrast_weight": "midpoint",
                                        "svd": "pca_lowrank", "min_pos_tokens": 4, "passk_k": 2}})
     assert cfg.svd == "pca_lowrank" and cfg.min_pos_tokens == 4
+
+
+def test_every_policy_loss_is_classified_for_verl():
+    """Each loss of resrl.core's registry: veRL's own (its loss_mode), registered by the plugin (a term
+    veRL lacks), or refused with the reason; the plugin's per-token matrix is resrl.core's."""
+    import torch
+
+    from resrl.core.loss import POLICY_LOSSES, SURROGATES, LossConfig, token_policy_loss
+    from resrl.engines.verl.losses import plugin_token_losses, verl_losses
+
+    catalog = verl_losses()
+    assert list(catalog) == list(POLICY_LOSSES)
+    kinds = {name: e.kind for name, e in catalog.items()}
+    assert kinds["clipped-surrogate"] == kinds["cispo"] == kinds["sapo"] == "verl"
+    assert kinds["clip-cov"] == kinds["kl-cov"] == "verl" and kinds["vespo"] == "plugin"
+    assert kinds["flowrl"] == "refused" and "log Z" in catalog["flowrl"].how
+    assert all(kinds[n] != "refused" for n in SURROGATES)
+    g = torch.Generator().manual_seed(0)
+    old = -torch.rand(3, 4, generator=g)
+    logp = old + 0.1 * torch.randn(3, 4, generator=g)
+    adv, mask = torch.randn(3, 4, generator=g), torch.ones(3, 4)
+    pg, metrics = plugin_token_losses("vespo", old, logp, adv, mask, 0.2, 0.28)
+    ref, _, _ = token_policy_loss(logp, old, adv, mask, LossConfig(policy_loss="vespo"))
+    assert torch.equal(pg, ref) and "actor/vespo_phi_mean" in metrics
+    with pytest.raises(ValueError, match="not a loss the plugin registers"):
+        plugin_token_losses("cispo", old, logp, adv, mask, 0.2, 0.2)
+
+
+def test_the_docs_loss_table_is_the_catalog():
+    from resrl.engines.verl.losses import verl_losses
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "verl.md").read_text()
+    text = text[text.index("## Policy losses"):text.index("## Details")]
+    rows = re.findall(r"^\| `([^`|]+)` \| ([^|]+) \|", text, flags=re.M)
+    kinds = {"veRL's own": "verl", "plugin loss": "plugin", "refused": "refused"}
+    assert {name: kinds[kind.strip()] for name, kind in rows} == {n: e.kind for n, e in verl_losses().items()}

@@ -217,3 +217,93 @@ def test_resrl_gae_and_value_loss_equal_verls_own():
     assert float(loss) == pytest.approx(float(vf), rel=1e-5)
     assert stats["critic/value_clip_frac"] == pytest.approx(float(clipfrac), rel=1e-5)
     assert 0 < float(clipfrac) < 1
+
+
+# ---- policy losses: veRL's own against resrl.core's, and the one the plugin registers ----------------------
+
+def _actor_config(loss_mode="vanilla", **kwargs):
+    from verl.workers.config import ActorConfig, PolicyLossConfig
+
+    policy = {k: kwargs.pop(k) for k in list(kwargs) if k in ("clip_cov_ratio", "clip_cov_lb", "clip_cov_ub",
+                                                               "kl_cov_ratio", "ppo_kl_coef")}
+    return ActorConfig(strategy="fsdp", ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=2, use_dynamic_bsz=False,
+                       rollout_n=1, policy_loss=PolicyLossConfig(loss_mode=loss_mode, **policy), **kwargs)
+
+
+def _loss_batch(seed=0, B=6, T=7):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.tensor([7, 3, 5, 1, 6, 4])
+    mask = (torch.arange(T)[None] < lengths[:, None]).float()
+    old = -torch.rand(B, T, generator=g) * 2 - 0.1
+    logp = old + 0.3 * torch.randn(B, T, generator=g)
+    adv = torch.tensor([1.2, -0.8, 0.4, -1.5, 0.9, -0.3])[:, None] * (0.5 + torch.rand(B, T, generator=g))
+    return old.double(), logp.double(), (adv * mask).double(), mask.double()
+
+
+# (veRL loss_mode, its actor config, resrl LossConfig of the same loss, the aggregation)
+PEERS = {
+    "vanilla": (dict(clip_ratio_low=0.2, clip_ratio_high=0.28, clip_ratio_c=3.0),
+                dict(clip_eps_low=0.2, clip_eps_high=0.28, dual_clip_c=3.0), "token-mean"),
+    "cispo": (dict(clip_ratio_low=0.2, clip_ratio_high=0.28), dict(policy_loss="cispo", clip_eps_low=0.2,
+                                                                    clip_eps_high=0.28), "token-mean"),
+    "sapo": (dict(tau_pos=1.5, tau_neg=2.0), dict(policy_loss="sapo", sapo_temperature_pos=1.5,
+                                                  sapo_temperature_neg=2.0), "seq-mean-token-mean"),
+    "kl_cov": (dict(kl_cov_ratio=0.2, ppo_kl_coef=0.5), dict(policy_loss="kl-cov", kl_cov_ratio=0.2,
+                                                              kl_cov_coef=0.5), "seq-mean-token-sum"),
+    # ratio 1: every candidate of the covariance band is detached (veRL draws them at random otherwise)
+    "clip_cov": (dict(clip_cov_ratio=1.0, clip_cov_lb=-0.05, clip_cov_ub=0.5, clip_ratio_low=0.2, clip_ratio_high=0.2),
+                 dict(policy_loss="clip-cov", clip_cov_ratio=1.0, clip_cov_lb=-0.05, clip_cov_ub=0.5), "token-mean"),
+}
+
+
+@pytest.mark.parametrize("mode", sorted(PEERS))
+def test_verls_own_losses_equal_resrl_core(mode):
+    """veRL's core_algos losses (the peer implementation) and resrl.core's give the same loss and gradient
+    on token advantages that vary inside a response (ResRL's weights)."""
+    from resrl.core.loss import LossConfig, policy_loss
+
+    actor_kwargs, resrl_kwargs, agg = PEERS[mode]
+    old, logp, adv, mask = _loss_batch()
+    x = logp.clone().requires_grad_(True)
+    theirs, their_metrics = core_algos.get_policy_loss_fn(mode)(old, x, adv, mask, loss_agg_mode=agg,
+                                                                config=_actor_config(mode, **actor_kwargs))
+    theirs.backward()
+    y = logp.clone().requires_grad_(True)
+    ours, metrics = policy_loss(y, old, adv, mask, LossConfig(agg=agg, **resrl_kwargs))
+    ours.backward()
+    # (veRL's seq-mean-token-mean divides by the token count + 1e-8: relative differences of ~1e-8)
+    assert ours.item() == pytest.approx(theirs.item(), rel=1e-7, abs=1e-12)
+    assert torch.allclose(x.grad, y.grad, rtol=1e-7, atol=1e-12)
+    if mode in ("clip_cov", "kl_cov"):  # the situation: tokens were selected by their covariance
+        assert metrics["cov_frac"] > 0
+
+
+def test_plugin_registers_the_losses_verl_lacks():
+    """VESPO (TRL 1.16's, not in veRL 0.9.1) is the plugin's: resrl.core's term, veRL's agg_loss; veRL's
+    own names are left to veRL; FlowRL's loss is refused (not registered)."""
+    from resrl.core.loss import LossConfig, policy_loss
+    from resrl.engines.verl.losses import verl_losses
+
+    catalog = verl_losses()
+    assert {e.verl_name for e in catalog.values() if e.kind == "plugin"} == {"vespo"}
+    for entry in catalog.values():
+        fn = core_algos.POLICY_LOSS_REGISTRY.get(entry.verl_name)
+        if entry.kind == "plugin":
+            assert fn.__module__ == "resrl.engines.verl.estimators"
+        elif entry.kind == "verl":
+            assert fn.__module__ == "verl.trainer.ppo.core_algos"
+        else:
+            assert fn is None
+    old, logp, adv, mask = _loss_batch()
+    rollout = 0.8 + 0.4 * torch.rand(*mask.shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    for agg in ("token-mean", "seq-mean-token-mean"):
+        x = logp.clone().requires_grad_(True)
+        theirs, metrics = core_algos.get_policy_loss_fn("vespo")(old, x, adv, mask, loss_agg_mode=agg,
+                                                                 config=_actor_config("vanilla"),
+                                                                 rollout_is_weights=rollout)
+        theirs.backward()
+        y = logp.clone().requires_grad_(True)
+        ours, _ = policy_loss(y, old, adv, mask, LossConfig(policy_loss="vespo", agg=agg), importance_weights=rollout)
+        ours.backward()
+        assert ours.item() == pytest.approx(theirs.item(), rel=1e-7) and torch.allclose(x.grad, y.grad, rtol=1e-7)
+        assert "actor/vespo_phi_mean" in metrics

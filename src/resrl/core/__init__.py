@@ -17,13 +17,16 @@ from .advantages import (
 )
 from .loss import (
     POLICY_LOSSES,
+    SURROGATES,
     LossConfig,
+    SurrogateInputs,
     PolicyLossInputs,
     aggregate_loss,
     get_policy_loss,
     kl_estimate,
     policy_loss,
     register_policy_loss,
+    register_surrogate,
 )
 from .flowrl import LogZHead, flowrl_loss
 from .registry import (
@@ -38,6 +41,7 @@ from .registry import (
     compute_token_advantages,
     get_algorithm,
     register_algorithm,
+    resolve_policy_loss,
 )
 from .interference import HeadSketch, head_sketch, interference_scores, sketch_from_logits
 from .negative_weighting import NTHRConfig, interference_token_advantages, nthr_token_advantages
@@ -52,7 +56,8 @@ from .value import CriticConfig, value_loss
 __all__ = [
     "ALGORITHMS", "AdvantageInputs", "AlgorithmConfig", "AlgorithmSpec", "GiGPOConfig", "EMPGConfig",
     "discounted_step_returns", "gigpo_advantages", "empg_advantages", "LossConfig", "ResRLConfig",
-    "POLICY_LOSSES", "PolicyLossInputs", "get_policy_loss", "register_policy_loss", "flowrl_loss", "LogZHead",
+    "POLICY_LOSSES", "PolicyLossInputs", "get_policy_loss", "register_policy_loss", "register_surrogate",
+    "SURROGATES", "SurrogateInputs", "resolve_policy_loss", "flowrl_loss", "LogZHead",
     "ResidualDetails", "HeadSketch", "head_sketch", "interference_scores", "sketch_from_logits", "NTHRConfig",
     "interference_token_advantages", "nthr_token_advantages", "captured_states", "passk_advantages",
     "aggregate_loss", "compute_token_advantages", "drgrpo_advantages", "dynamic_sampling_mask",

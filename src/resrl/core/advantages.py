@@ -122,12 +122,14 @@ def passk_advantages(rewards: Tensor, group_index: Tensor, k: int, correct_thres
 
 
 def dynamic_sampling_mask(rewards: Tensor, group_index: Tensor) -> Tensor:
-    """DAPO dynamic sampling: keep the rows of groups whose rewards are not all equal. (B,) -> (B,) bool."""
+    """DAPO dynamic sampling: keep the rows of groups whose rewards are not all equal. (B,) -> (B,) bool.
+    NaN rewards (unscorable rows) take no part in the comparison: a group is kept when its scored rows differ."""
     gid, G = _dense_groups(group_index)
     r = rewards.float()
     big = torch.finfo(torch.float32).max
-    rmax = torch.full((G,), -big, device=r.device).scatter_reduce(0, gid, r, "amax")
-    rmin = torch.full((G,), big, device=r.device).scatter_reduce(0, gid, r, "amin")
+    scored = ~torch.isnan(r)
+    rmax = torch.full((G,), -big, device=r.device).scatter_reduce(0, gid, torch.where(scored, r, -big), "amax")
+    rmin = torch.full((G,), big, device=r.device).scatter_reduce(0, gid, torch.where(scored, r, big), "amin")
     return (rmax > rmin)[gid]
 
 

@@ -12,7 +12,7 @@ Adding an algorithm is one function and one line:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Callable
 
 import torch
@@ -25,7 +25,7 @@ from . import flowrl as _flowrl  # noqa: F401  (registers the "flowrl" policy lo
 from .flowrl import FlowRLConfig
 from . import gae as _gae
 from .gae import PPOConfig
-from .loss import get_policy_loss
+from .loss import SURROGATES, LossConfig, check_loss_options, get_policy_loss
 from .interference import HeadSketch
 from .grouping import grouping_coverage, micro_batch_groups
 from .negative_weighting import NTHRConfig, interference_token_advantages, nthr_token_advantages
@@ -132,23 +132,30 @@ class AlgorithmSpec:
     step_level: bool = False            # needs the step layout's tags (trajectory, step, anchor, ...)
     needs_step_entropy: bool = False    # the engine must supply each step's mean token entropy
     needs_values: bool = False          # the engine must run a critic (AdvantageInputs.values, PPO)
+    # its advantage is GRPO's group-normalised one and reads AlgorithmConfig.scale_rewards
+    reads_scale_rewards: bool = False
+    fixed_scale: str | None = None      # its advantage has this one scaling (Dr.GRPO: "none")
 
 
 ALGORITHMS: dict[str, AlgorithmSpec] = {}
 
 
-def register_algorithm(name: str, *, needs_hidden: bool = False, loss_defaults: dict | None = None,
-                       dynamic_sampling: bool = False, reward_defaults: dict | None = None,
-                       policy_loss: str = "clipped-surrogate", needs_reference: bool = False,
-                       needs_log_z: bool = False, needs_head: bool = False, step_level: bool = False,
-                       needs_step_entropy: bool = False, needs_values: bool = False):
+def register_algorithm(name: str, *, loss_defaults: dict | None = None, reward_defaults: dict | None = None,
+                       **facts):
+    """Register `fn` as algorithm `name`; `facts`: AlgorithmSpec's other fields (needs_hidden, policy_loss, ...)."""
+    unknown = sorted(set(facts) - {f.name for f in fields(AlgorithmSpec)})
+    if unknown:
+        raise TypeError(f"register_algorithm({name!r}): unknown AlgorithmSpec field(s) {unknown}")
+
     def deco(fn: AlgorithmFn) -> AlgorithmFn:
         if name in ALGORITHMS:
             raise ValueError(f"algorithm {name!r} is already registered")
-        get_policy_loss(policy_loss)  # a clear error for a loss that does not exist
-        ALGORITHMS[name] = AlgorithmSpec(fn, needs_hidden, dict(loss_defaults or {}), dynamic_sampling,
-                                         dict(reward_defaults or {}), policy_loss, needs_reference, needs_log_z,
-                                         needs_head, step_level, needs_step_entropy, needs_values)
+        spec = AlgorithmSpec(fn, loss_defaults=dict(loss_defaults or {}), reward_defaults=dict(reward_defaults or {}),
+                             **facts)
+        get_policy_loss(spec.policy_loss)  # a clear error for a loss that does not exist
+        if spec.fixed_scale is not None and spec.fixed_scale not in A.SCALE_MODES:
+            raise ValueError(f"algorithm {name!r}: fixed_scale={spec.fixed_scale!r} is not one of {A.SCALE_MODES}")
+        ALGORITHMS[name] = spec
         return fn
     return deco
 
@@ -176,19 +183,19 @@ def _broadcast(seq_adv: Tensor, mask: Tensor) -> Tensor:
 
 # ---- the algorithms (spec §4) ------------------------------------------------------------------
 
-@register_algorithm("grpo")
+@register_algorithm("grpo", reads_scale_rewards=True)
 def grpo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
     return _broadcast(adv, inputs.response_mask), {}
 
 
-@register_algorithm("drgrpo", loss_defaults={"agg": "seq-mean-token-sum-norm"})
+@register_algorithm("drgrpo", loss_defaults={"agg": "seq-mean-token-sum-norm"}, fixed_scale="none")
 def drgrpo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(A.drgrpo_advantages(inputs.rewards, inputs.group_index), inputs.response_mask), {}
 
 
 @register_algorithm("dapo", loss_defaults={"agg": "token-mean", "clip_eps_low": 0.2, "clip_eps_high": 0.28},
-                    dynamic_sampling=True)
+                    dynamic_sampling=True, reads_scale_rewards=True)
 def dapo(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     # DAPO's advantage is GRPO's; its other pieces are the loss defaults, dynamic sampling and the
     # overlong shaping applied by compute_token_advantages when overlong_buffer > 0.
@@ -211,7 +218,7 @@ def w_reinforce(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(adv, inputs.response_mask), {}
 
 
-@register_algorithm("resrl", needs_hidden=True)
+@register_algorithm("resrl", needs_hidden=True, reads_scale_rewards=True)
 def resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     r = cfg.resrl
     adv = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
@@ -242,7 +249,7 @@ def resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return token_adv, {**w_stats, **stats}
 
 
-@register_algorithm("nthr", needs_head=True)
+@register_algorithm("nthr", needs_head=True, reads_scale_rewards=True)
 def nthr(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     if inputs.head is None:
         raise ValueError("algorithm 'nthr' needs the head sketch (inputs.head)")
@@ -256,7 +263,7 @@ def passk(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(adv, inputs.response_mask), {}
 
 
-@register_algorithm("flowrl", policy_loss="flowrl", needs_reference=True, needs_log_z=True)
+@register_algorithm("flowrl", policy_loss="flowrl", needs_reference=True, needs_log_z=True, reads_scale_rewards=True)
 def flowrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     # FlowRL's r̂ is GRPO's group-normalised advantage; its loss is the trajectory balance
     # (resrl.core.flowrl), which reads it as the row's constant token advantage
@@ -302,7 +309,7 @@ def gigpo_resrl(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return token_adv, {**stats, **resrl_stats}
 
 
-@register_algorithm("empg", step_level=True, needs_step_entropy=True)
+@register_algorithm("empg", step_level=True, needs_step_entropy=True, reads_scale_rewards=True)
 def empg(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     _step_tags(inputs, "empg", "step_entropy")
     base = A.grpo_advantages(inputs.rewards, inputs.group_index, cfg.std_eps, cfg.scale_rewards)
@@ -338,6 +345,25 @@ UNSUPPORTED_COMBINATIONS = {
 }
 
 
+def resolve_policy_loss(algorithm: str, loss: LossConfig) -> str:
+    """The policy loss a run of `algorithm` trains with: `loss.policy_loss`, or the algorithm's own.
+    A loss built on the shared `policy_loss` (resrl.core.loss.SURROGATES) combines with every algorithm
+    whose own loss is the clipped surrogate; an algorithm with a loss of its own (FlowRL) keeps it.
+    ValueError naming the setting otherwise, or for an option the loss would not read."""
+    spec = get_algorithm(algorithm)
+    name = loss.policy_loss or spec.policy_loss
+    if name != spec.policy_loss:
+        if spec.policy_loss not in SURROGATES:
+            raise ValueError(f"LossConfig.policy_loss = {name!r} cannot replace algorithm {algorithm!r}'s own loss "
+                             f"({spec.policy_loss}); leave it unset")
+        if name not in SURROGATES:
+            owners = sorted(a for a, s in ALGORITHMS.items() if s.policy_loss == name)
+            raise ValueError(f"LossConfig.policy_loss = {name!r} is the loss of algorithm(s) {owners} only; with "
+                             f"{algorithm!r} choose one of {sorted(SURROGATES)}")
+    check_loss_options(name, loss)
+    return name
+
+
 def shape_rewards(rewards: Tensor, lengths: Tensor, cfg: AlgorithmConfig) -> Tensor:
     """Apply the configured reward shaping: DAPO overlong penalty, then spec §3 length scaling."""
     r = rewards.float()
@@ -349,31 +375,80 @@ def shape_rewards(rewards: Tensor, lengths: Tensor, cfg: AlgorithmConfig) -> Ten
     return r
 
 
-def _shaped(inputs: AdvantageInputs, config: AlgorithmConfig) -> AdvantageInputs:
-    """`inputs` checked, with the configured reward shaping applied to its rewards."""
+def select_advantage_rows(inputs: AdvantageInputs, rows: Tensor) -> AdvantageInputs:
+    """The AdvantageInputs of `rows` ((K,) int64 indices): every per-row tensor indexed, the head
+    sketch's per-row tensors too (batch_sum, a function, is kept)."""
+    def take(t):
+        return t[rows.to(t.device)] if isinstance(t, Tensor) else t
+
+    head = inputs.head
+    if head is not None:
+        head = replace(head, states=take(head.states), topk_ids=take(head.topk_ids), topk_probs=take(head.topk_probs),
+                       target_prob=take(head.target_prob), targets=take(head.targets), log_norm=take(head.log_norm),
+                       logits=take(head.logits))
+    return replace(inputs, **{f.name: take(getattr(inputs, f.name)) for f in fields(AdvantageInputs)
+                              if f.name != "head"}, head=head)
+
+
+def _unscored(inputs: AdvantageInputs) -> Tensor:
+    """`inputs` checked; (B,) bool: the unscorable rows (NaN reward: TRL's every-reward-function-None)."""
     mask = inputs.response_mask
     if inputs.rewards.dim() != 1 or mask.dim() != 2 or mask.shape[0] != inputs.rewards.shape[0]:
         raise ValueError(f"rewards must be (B,) and response_mask (B, T); got {tuple(inputs.rewards.shape)} "
                          f"and {tuple(mask.shape)}")
     if inputs.group_index.shape != inputs.rewards.shape:
         raise ValueError(f"group_index must be (B,) like rewards, got {tuple(inputs.group_index.shape)}")
-    if not bool(torch.isfinite(inputs.rewards.float()).all()):
-        raise ValueError("rewards contain NaN or inf")
-    return replace(inputs, rewards=shape_rewards(inputs.rewards, mask.sum(dim=1), config))
+    if bool(torch.isinf(inputs.rewards.float()).any()):
+        raise ValueError("rewards contain inf")
+    return torch.isnan(inputs.rewards.float())
+
+
+def _shaped(inputs: AdvantageInputs, config: AlgorithmConfig) -> AdvantageInputs:
+    """`inputs` (every row scored) with the configured reward shaping applied to its rewards."""
+    return replace(inputs, rewards=shape_rewards(inputs.rewards, inputs.response_mask.sum(dim=1), config))
+
+
+def _critic_view(inputs: AdvantageInputs, unscored: Tensor) -> AdvantageInputs:
+    """PPO's view of a batch with unscorable rows: their response mask emptied (advantage 0, out of the
+    whitening statistics, no value target) and a placeholder reward 0. Rows are not dropped: the
+    whitening's batch_sum is a collective every process must call."""
+    keep = (~unscored).to(inputs.response_mask.dtype)[:, None]
+    return replace(inputs, rewards=torch.where(unscored, torch.zeros_like(inputs.rewards), inputs.rewards),
+                   response_mask=inputs.response_mask * keep)
 
 
 def compute_token_advantages(inputs: AdvantageInputs, config: AlgorithmConfig) -> tuple[Tensor, dict[str, float]]:
-    """Shaped rewards -> the configured algorithm's (B, T) float32 token advantages and its stats."""
+    """Shaped rewards -> the configured algorithm's (B, T) float32 token advantages and its stats.
+    A NaN reward marks an unscorable row (TRL: every reward function returned None): the algorithm
+    runs on the other rows (the group's mean and std leave it out) and its advantage is 0."""
     spec = get_algorithm(config.name)
+    mask = inputs.response_mask
+    unscored = _unscored(inputs)
+    if bool(unscored.any()) and spec.needs_values:
+        inputs = _critic_view(inputs, unscored)
+    elif bool(unscored.any()):
+        # as TRL does, an unscorable row is left out of its group's statistics (here: out of the
+        # algorithm altogether) and its advantage is 0
+        keep = (~unscored).nonzero(as_tuple=True)[0]
+        token_adv = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+        if keep.numel() == 0:
+            return token_adv, {}
+        kept_adv, stats = compute_token_advantages(select_advantage_rows(inputs, keep), config)
+        token_adv[keep] = kept_adv.to(token_adv.device)
+        return token_adv, stats
     token_adv, stats = spec.fn(_shaped(inputs, config), config)
     return token_adv.float(), dict(stats)
 
 
 def compute_ppo_targets(inputs: AdvantageInputs, config: AlgorithmConfig) -> "_gae.PPOTargets":
     """PPO on shaped rewards: the advantages `compute_token_advantages` gives, plus the critic's
-    regression targets (returns and the positions regressed) — what an engine's critic trains on."""
+    regression targets (returns and the positions regressed) — what an engine's critic trains on.
+    An unscorable row (NaN reward) has advantage 0 and no value target."""
     if not get_algorithm(config.name).needs_values:
         raise ValueError(f"compute_ppo_targets: algorithm {config.name!r} has no critic")
+    unscored = _unscored(inputs)
+    if bool(unscored.any()):
+        inputs = _critic_view(inputs, unscored)
     return _ppo_targets(_shaped(inputs, config), config)
 
 

@@ -12,8 +12,9 @@ Names: a TRL dashboard's keep their TRL meaning, resrl's extras sit beside them,
         (pg_loss, the entropy and KL aggregated like the loss, dual_clip_frac, approx_kl, ratio_mean),
         the core's advantage statistics as `resrl/<name>` (or their own `prefix/name`, PPO's critic:
         `critic/<name>`) — on every logged step, NaN when undefined (no group with a correct
-        response: no ω; returns that do not vary: no explained variance) — and
-        `completions/update_rows` once per optimiser update.
+        response: no ω; returns that do not vary: no explained variance) —,
+        `completions/update_rows` once per optimiser update and `reward/unscorable` (rows every
+        reward function scored None) once per generation round.
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ HEADLINE = {"entropy_token_mean": "entropy", "kl_token_mean": "kl"}
 # resrl.core.loss's clip statistics under the names TRL 1.16's GRPOTrainer logs for its loss
 TRL_LOSS_NAMES = {"clip_frac_low": "clip_ratio/low_mean", "clip_frac_high": "clip_ratio/high_mean",
                   "clip_frac": "clip_ratio/region_mean", "clip_frac_low_seq_min": "clip_ratio/low_min",
-                  "clip_frac_high_seq_max": "clip_ratio/high_max"}
+                  "clip_frac_high_seq_max": "clip_ratio/high_max", "cispo_clip_frac": "cispo_clip_ratio"}
 # metrics logged as NaN (not dropped) when a logging window has no defined value
 NAN_LOGGED_PREFIX = ("resrl/", "critic/")  # (critic/: PPO's explained variance, NaN when the returns do not vary)
 UPDATE_ROWS = "completions/update_rows"
+UNSCORABLE = "reward/unscorable"  # rows of the round that every reward function scored None
 
 
 def log_stats(accelerator, sink: dict, stats: dict) -> None:
@@ -47,9 +49,14 @@ def log_stats(accelerator, sink: dict, stats: dict) -> None:
 
 
 def log_round(accelerator, sink: dict, rewards: torch.Tensor, correct_threshold: float) -> None:
-    """accuracy (reward > correct_threshold) of a generation round (TRL logs reward and lengths)."""
+    """accuracy (reward > correct_threshold) of a generation round's scored rows (TRL logs reward and
+    lengths), and `reward/unscorable`: the rows every reward function scored None (NaN here), which
+    get advantage 0 and take no part in their group's statistics (as in TRL)."""
     rewards = accelerator.gather(rewards)
-    sink["accuracy"].append((rewards > correct_threshold).float().mean().item())
+    scored = ~torch.isnan(rewards)
+    accuracy = (rewards[scored] > correct_threshold).float().mean().item() if bool(scored.any()) else float("nan")
+    sink["accuracy"].append(accuracy)
+    sink[UNSCORABLE].append(float((~scored).sum()))
 
 
 def nan_for_undefined(sink: dict, logs: dict, prefix: str = "") -> None:

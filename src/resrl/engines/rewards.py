@@ -41,12 +41,14 @@ class RewardFaultError(InputError):
     reward, the fault and the row)."""
 
 
-def _check_value(value) -> tuple[float, str | None, str]:
+def _check_value(value) -> tuple[float | None, str | None, str]:
     """One returned score -> (score, fault kind or None, detail). None is TRL's "does not apply"
-    (scored 0, not a fault); bool / int / float / numpy or 0-d torch numbers are scores; a NaN or
-    inf is a `nonfinite` fault; anything else (a string, a list, an object) is `wrong_type`."""
+    (handed to TRL as None, not a fault: a row every reward function scores None is unscorable,
+    advantage 0 and out of its group's statistics, as in GRPOTrainer); bool / int / float / numpy or
+    0-d torch numbers are scores; a NaN or inf is a `nonfinite` fault; anything else (a string, a
+    list, an object) is `wrong_type`."""
     if value is None:
-        return 0.0, None, ""
+        return None, None, ""
     if isinstance(value, (str, bytes)) or not isinstance(value, numbers.Real) and not _is_scalar_tensor(value):
         return 0.0, "wrong_type", f"returned {type(value).__name__} {str(value)[:40]!r}, not a number"
     x = float(value)

@@ -64,10 +64,10 @@ import shutil
 import torch
 from accelerate.utils import is_peft_model
 
-from resrl.core.loss import LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate
+from resrl.core.loss import SURROGATES, LossConfig, PolicyLossInputs, get_policy_loss, kl_estimate
 from resrl.core.value import CriticConfig
 from resrl.core.registry import (AdvantageInputs, AlgorithmConfig, captured_states, compute_token_advantages,
-                                 get_algorithm)
+                                 get_algorithm, resolve_policy_loss)
 from resrl.engines import metrics as engine_metrics
 from resrl.engines import rules, trl_compat, trl_fields
 from resrl.engines.batches import local_token_advantages
@@ -84,7 +84,7 @@ from resrl.engines.steps import StepRolloutConfig
 from resrl.engines.trl_compat import GRPOTrainer
 from resrl.engines.trl_config import ResRLGRPOConfig
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
-from resrl.models.generation import model_defaults_hidden
+from resrl.models.generation import model_defaults_dropped, model_defaults_hidden
 
 __all__ = ["ResRLTrainer", "ResRLGRPOConfig", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
            "GRPOTrainer"]
@@ -166,10 +166,13 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         self.rollout_path = TrainerGeneration(self, generation, needs_penultimate)
         self.rollout_path.comparable = sampling_is_tempered_softmax(self.generation_config) \
             if getattr(self, "generation_config", None) is not None else False
-        self._policy_loss = get_policy_loss(spec.policy_loss)
-        if spec.policy_loss != "clipped-surrogate" and self.use_vllm and self.vllm_importance_sampling_correction:
+        # the algorithm's own loss, or loss_config.policy_loss (any SURROGATES term, with every algorithm whose
+        # own loss is the clipped surrogate, ResRL's token weights included)
+        self.policy_loss_name = resolve_policy_loss(algorithm.name, loss_config)
+        self._policy_loss = get_policy_loss(self.policy_loss_name)
+        if self.policy_loss_name not in SURROGATES and self.use_vllm and self.vllm_importance_sampling_correction:
             raise ValueError(f"GRPOConfig.vllm_importance_sampling_correction=True is not supported with the "
-                             f"{spec.policy_loss!r} loss (it has no per-token surrogate to weight); set it to false")
+                             f"{self.policy_loss_name!r} loss (it has no per-token surrogate to weight); set it to false")
         self.needs_reference = spec.needs_reference or loss_config.kl_coef > 0
         peft = is_peft_model(self.accelerator.unwrap_model(self.model))
         # (TRL builds one only for beta != 0; a LossConfig(kl_coef > 0) given with beta = 0 needs one too)
@@ -221,10 +224,23 @@ class ResRLTrainer(trl_compat.GRPOHooks):
 
     def _check_trl_options(self) -> None:
         """The refused GRPOConfig fields were checked by trl_fields.resolve_trainer_settings; log the one
-        TRL option applied inside resrl's loss that users look for."""
+        TRL option applied inside resrl's loss that users look for, and the model's own generation
+        settings that GRPOTrainer would sample with and this trainer drops (never silently)."""
         if self.use_vllm and self.vllm_importance_sampling_correction:
             logger.info("vLLM importance-sampling correction (%s) is applied in resrl.core.loss.policy_loss",
                         self.vllm_importance_sampling_mode)
+        # GRPOTrainer's generate fills the settings its GenerationConfig leaves None from the model's
+        # generation_config (Qwen3: top_k 20, top_p 0.95, ...); rollouts sampled so are not draws from
+        # softmax(logits / T), the distribution the policy loss assumes, so this trainer hides them
+        # (resrl.models.generation.model_defaults_hidden) and says which: generation_kwargs applies them
+        self.dropped_generation_defaults = {} if self.use_vllm else model_defaults_dropped(
+            self.accelerator.unwrap_model(self.model), getattr(self, "generation_config", None))
+        if self.dropped_generation_defaults:
+            settings = ", ".join(f"{k}={v!r}" for k, v in sorted(self.dropped_generation_defaults.items()))
+            logger.warning("the model's generation_config sets %s, which GRPOTrainer samples with; ResRLTrainer "
+                           "samples with TRL's GenerationConfig only (softmax(logits / temperature), the "
+                           "distribution its loss assumes) and does not apply them: put them in "
+                           "GRPOConfig.generation_kwargs (resrl train: trl.generation_kwargs) to apply them", settings)
 
     def _check_plain_output_head(self) -> None:
         """The head sketch models output heads z = W x̂ + b: refuse soft-capped or scaled logits."""
@@ -282,7 +298,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         ids, mask = out["completion_ids"], out["completion_mask"]
         B, device = ids.shape[0], ids.device
         start = self.accelerator.process_index * B
-        out["rewards"] = torch.nan_to_num(rewards[start:start + B].float(), nan=0.0)
+        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)
         out["group_index"] = (start + torch.arange(B, device=device)) // self.num_generations
         lengths = mask.sum(dim=1)
         last = ids.gather(1, (lengths - 1).clamp(min=0)[:, None])[:, 0]
@@ -373,7 +389,10 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         entropy_mask = self.get_high_entropy_mask(entropy, mask, 1.0 - q) if q < 1.0 else None
         loss, metrics = self._policy_loss(PolicyLossInputs(
             logps, old, advantages, mask, ref_logprobs=inputs.get("ref_per_token_logps"), entropy=entropy,
-            importance_weights=is_weights, log_z=log_z, entropy_mask=entropy_mask), self.loss_config)
+            importance_weights=is_weights, log_z=log_z, entropy_mask=entropy_mask,
+            # the off-policy mask compares with vLLM's own log-probs when TRL has them (as TRL's does); the
+            # log-probs resrl's own generation paths record (same key) measure the on-policy check only
+            sampling_logprobs=inputs.get("sampling_per_token_logps") if self.use_vllm else None), self.loss_config)
         loss = loss * self._accumulation_scale(inputs, mask, mode)
         if self.critic is not None:  # PPO: the critic's value loss joins the backward pass
             critic_agg = self.critic.config.loss_agg or self.loss_config.agg
@@ -460,7 +479,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                 settings.pop(name, None)
         lines = [text, "", MODEL_CARD_SECTION, "",
                  f"Trained with resrl's `ResRLTrainer` (TRL's GRPOTrainer with resrl's advantages and loss), algorithm "
-                 f"**{self.algorithm.name}** (policy loss: {spec.policy_loss}).", "", "Algorithm settings:", "",
+                 f"**{self.algorithm.name}** (policy loss: {self.policy_loss_name}).", "", "Algorithm settings:", "",
                  "```json", json.dumps(settings, indent=1, default=str), "```", "", "Loss settings:", "", "```json",
                  json.dumps(dataclasses.asdict(self.loss_config), indent=1, default=str), "```", ""]
         if self.critic is not None:

@@ -130,7 +130,8 @@ TRL_BATCH_KEYS = {
     "old_per_token_logps": "when generation and updates are misaligned, or vLLM importance sampling is on",
     "ref_per_token_logps": "when beta != 0",
     "importance_sampling_ratio": "with vLLM and vllm_importance_sampling_correction",
-    "sampling_per_token_logps": "when the generation path returned the sampled tokens' log-probs (vLLM, resrl's paths)",
+    "sampling_per_token_logps": "when the generation path returned the sampled tokens' log-probs (vLLM, resrl's "
+                                "paths): the off-policy mask's behaviour policy",
     "tool_mask": "with tools / environments / rollout_func returning one (multi-turn)",
 }
 # the engine's own per-row keys in the same dict ((B,) rows; engines/batches.py keeps them with the rows)
@@ -194,8 +195,8 @@ PREPARE_INPUTS_CALLS = ("_generate_and_score_completions", "split_pixel_values_b
 # trainer, and what became of each. A name TRL starts reading there is an option the engine would
 # drop silently: the compat tests fail until it is classified here (and honoured or refused).
 _USED, _ADOPTED, _REFUSED = "used as TRL uses it", "honoured by resrl.core.loss", "refused (engines/trl_fields.py)"
-_MAPPED = "mapped onto resrl's setting (engines/trl_fields.MAPPED_TARGETS)"
-_LOSS_TYPE = "a loss_type resrl refuses (sapo / vespo): its parameters are refused (engines/trl_fields.py)"
+_MAPPED = "mapped onto resrl's setting (engines/trl_fields.MAPPINGS)"
+_ADAPTIVE = "TRL's adaptive entropy controller: refused (engines/trl_fields.py)"
 COMPUTE_LOSS_READS = {
     "_get_per_token_logps_and_entropies": _USED, "_metrics": _USED, "accelerator": _USED, "args": _USED,
     "model": _USED, "aux_loss_enabled": _USED, "router_aux_loss_coef": _USED,
@@ -206,14 +207,20 @@ COMPUTE_LOSS_READS = {
     "epsilon_high": _MAPPED + ": loss.clip_eps_high",
     "args.use_bias_correction_kl": "refused when True with beta != 0: resrl.core.loss's KL has no ratio correction",
     "max_completion_length": _MAPPED + ": dr_grpo's normaliser, loss.max_response_length",
-    "loss_type": _MAPPED + ": loss.agg (cispo / sapo / luspo / vespo refused)",
-    "args.sapo_temperature_neg": _LOSS_TYPE, "args.sapo_temperature_pos": _LOSS_TYPE,
-    "args.vespo_k_neg": _LOSS_TYPE, "args.vespo_k_pos": _LOSS_TYPE, "args.vespo_lambda_neg": _LOSS_TYPE,
-    "args.vespo_lambda_pos": _LOSS_TYPE, "get_gamma_weights": _LOSS_TYPE,
-    "off_policy_mask_threshold": _REFUSED, "get_off_policy_mask": _REFUSED, "args.delta": _REFUSED,
-    "use_adaptive_entropy": _REFUSED, "entropy_coef": _REFUSED, "_entropy_bonus_enabled": _REFUSED,
-    "_entropy_window_stats": _REFUSED, "_last_world_entropy": _REFUSED, "args.entropy_coef_delta": _REFUSED,
-    "args.entropy_coef_max": _REFUSED, "args.entropy_coef_min": _REFUSED, "args.entropy_target": _REFUSED,
+    "loss_type": _MAPPED + ": loss.policy_loss and loss.agg (every TRL 1.16 loss type)",
+    "args.sapo_temperature_neg": _MAPPED + ": loss.sapo_temperature_neg",
+    "args.sapo_temperature_pos": _MAPPED + ": loss.sapo_temperature_pos",
+    "args.vespo_k_neg": _MAPPED + ": loss.vespo_k_neg", "args.vespo_k_pos": _MAPPED + ": loss.vespo_k_pos",
+    "args.vespo_lambda_neg": _MAPPED + ": loss.vespo_lambda_neg",
+    "args.vespo_lambda_pos": _MAPPED + ": loss.vespo_lambda_pos",
+    "get_gamma_weights": "VESPO's φ(w): resrl.core.loss's vespo term",
+    "off_policy_mask_threshold": _MAPPED + ": loss.off_policy_mask_threshold",
+    "get_off_policy_mask": "resrl.core.loss.off_policy_sequence_mask", "args.delta": _MAPPED + ": loss.delta",
+    "entropy_coef": _MAPPED + ": loss.entropy_coef with loss.entropy_agg='token-mean'",
+    "_entropy_bonus_enabled": "on exactly when loss.entropy_coef > 0 (use_adaptive_entropy refused)",
+    "use_adaptive_entropy": _ADAPTIVE, "_entropy_window_stats": _ADAPTIVE, "_last_world_entropy": _ADAPTIVE,
+    "args.entropy_coef_delta": _ADAPTIVE, "args.entropy_coef_max": _ADAPTIVE, "args.entropy_coef_min": _ADAPTIVE,
+    "args.entropy_target": _ADAPTIVE,
 }
 
 
@@ -346,7 +353,8 @@ class GRPOHooks(GRPOTrainer):
     def trl_generate_and_score(self, inputs) -> tuple[dict, torch.Tensor]:
         """TRL's generate-and-score (generation, rewards gathered over processes, old log-probs when
         TRL computes them) and the round's weighted rewards of all processes ((global B,), NaN-summed
-        over reward functions as TRL sums them), which TRL keeps out of its batch."""
+        over reward functions as TRL sums them; NaN where every function scored None), which TRL
+        keeps out of its batch."""
         self._round_rewards = None
         out = super()._generate_and_score_completions(inputs)
         rewards, self._round_rewards = self._round_rewards, None
@@ -385,7 +393,10 @@ class GRPOHooks(GRPOTrainer):
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
         weights = self.reward_weights.to(rewards_per_func.device)
-        self._round_rewards = (rewards_per_func * weights[None]).nansum(dim=1)  # (global B,)
+        rewards = (rewards_per_func * weights[None]).nansum(dim=1)  # (global B,)
+        # a row every reward function scored None is unscorable: NaN, as TRL marks it (advantage 0, out of
+        # its group's mean and std: resrl.core.registry.compute_token_advantages)
+        self._round_rewards = torch.where(torch.isnan(rewards_per_func).all(dim=1), float("nan"), rewards)
         return rewards_per_func
 
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, *args, **kwargs):

@@ -25,13 +25,16 @@ Fields, besides GRPOConfig's (engines/trl_fields.py says what becomes of each of
     nthr_<name>         NTHRConfig;  flowrl_<name> FlowRLConfig;  gigpo_<name> / empg_<name> (step layout)
     ppo_<name>          PPOConfig (GAE's gamma, lam, ...);  critic_<name> CriticConfig (PPO's value model:
                         trunk, learning_rate, value_clip, warmup_steps, ...)
-    loss_<name>         LossConfig settings TRL has no field for (agg, dual_clip_c, kl_estimator,
-                        entropy_coef, max_response_length, flowrl_*)
+    loss_<name>         LossConfig settings TRL has no field for (policy_loss, agg, dual_clip_c,
+                        kl_estimator, entropy_coef, entropy_agg, clip_cov_* / kl_cov_*, max_response_length,
+                        flowrl_*)
 
 Every resrl field defaults to None, "the algorithm's default": the algorithm's loss / reward
 defaults apply as in `resrl train` (one function, resrl.core.registry.resolve_settings). TRL's own
-names set the loss where TRL has one: beta (KL coefficient), epsilon / epsilon_high (clip range),
-loss_type (aggregation), scale_rewards, importance_sampling_level, top_entropy_quantile.
+names set the loss where TRL has one (engines/trl_fields.MAPPINGS): beta (KL coefficient), epsilon /
+epsilon_high (clip range), delta, loss_type (the policy loss and its aggregation), scale_rewards,
+importance_sampling_level, top_entropy_quantile, off_policy_mask_threshold, entropy_coef, sapo_* /
+vespo_*.
 
 Defaults changed from GRPOConfig's, so that "not set" can be told from TRL's default:
     loss_type=None      the algorithm's aggregation (grpo: the paper's seq-mean-token-mean; TRL: dapo)
@@ -55,19 +58,23 @@ from resrl.core.resrl_config import ResRLConfig
 from resrl.core.gae import PPOConfig
 from resrl.core.step_advantages import EMPGConfig, GiGPOConfig
 from resrl.core.value import CriticConfig
+from resrl.engines.trl_fields import trl_named_settings
 
 __all__ = ["ResRLGRPOConfig", "FLAT_FIELDS", "CRITIC_FIELDS"]
 
 # nested AlgorithmConfig sections -> field prefix
 _NESTED = {"resrl": ResRLConfig, "nthr": NTHRConfig, "flowrl": FlowRLConfig, "gigpo": GiGPOConfig, "empg": EMPGConfig,
            "ppo": PPOConfig}
-# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (engines/trl_fields.MAPPED_TARGETS)
-_ALGORITHM_VIA_TRL = {"name", "scale_rewards"}
-_LOSS_VIA_TRL = {"clip_eps_low", "clip_eps_high", "kl_coef", "importance_sampling_level", "top_entropy_quantile"}
+# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (engines/trl_fields.MAPPINGS);
+# the algorithm's name is this config's `algorithm` field
+_VIA_TRL = trl_named_settings()
+_ALGORITHM_VIA_TRL = {"name", *_VIA_TRL["algorithm"]}
+_LOSS_VIA_TRL = _VIA_TRL["loss"]
 
 
 def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
-    """flat field -> ("algorithm" | "loss", path in the nested dict, type, help)."""
+    """flat field -> ("algorithm" | "loss" | "critic", path in the nested dict, type, help): every resrl
+    setting that GRPOConfig has no name for (engines/trl_fields.MAPPINGS gives the others)."""
     out = {}
     hints = typing.get_type_hints(AlgorithmConfig)
     for f in dataclasses.fields(AlgorithmConfig):
@@ -85,14 +92,17 @@ def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
     for f in dataclasses.fields(LossConfig):
         if f.name not in _LOSS_VIA_TRL:
             out[f"loss_{f.name}"] = ("loss", (f.name,), hints[f.name], f"LossConfig.{f.name} (default {f.default!r})")
+    # PPO's critic (resrl.core.value.CriticConfig; ResRLTrainer's `critic`): no GRPOConfig field is one
+    hints = typing.get_type_hints(CriticConfig)
+    for f in dataclasses.fields(CriticConfig):
+        out[f"critic_{f.name}"] = ("critic", (f.name,), hints[f.name], f"CriticConfig.{f.name} (default {f.default!r})")
     return out
 
 
 FLAT_FIELDS = _flat_fields()
-# PPO's critic (resrl.core.value.CriticConfig; ResRLTrainer's `critic`): critic_<name>
-CRITIC_FIELDS = {f"critic_{f.name}": (f.name, typing.get_type_hints(CriticConfig)[f.name],
-                                      f"CriticConfig.{f.name} (default {f.default!r})")
-                 for f in dataclasses.fields(CriticConfig)}
+# the critic_<name> fields of FLAT_FIELDS: flat field -> (CriticConfig field, type, help)
+CRITIC_FIELDS = {name: (path[0], tp, help_) for name, (where, path, tp, help_) in FLAT_FIELDS.items()
+                 if where == "critic"}
 
 
 @dataclass
@@ -115,8 +125,9 @@ class _ResRLGRPOConfigBase(GRPOConfig):
         "help": "With frozen bottom layers, the training forward starts above them; None: auto's choice."})
     # GRPOConfig fields whose default differs here (see the module docstring)
     loss_type: str | None = field(default=None, metadata={
-        "help": "TRL's loss aggregation, mapped to resrl's loss.agg (grpo, dapo, bnpo, dr_grpo). None: the "
-                "algorithm's aggregation (grpo: seq-mean-token-mean, the paper's; TRL's default is dapo)."})
+        "help": "TRL's loss, mapped to resrl's loss.policy_loss and loss.agg (grpo, dapo, bnpo, dr_grpo, luspo, "
+                "cispo, sapo, vespo). None: the algorithm's (grpo: the clipped surrogate with seq-mean-token-mean, "
+                "the paper's; TRL's default is dapo)."})
     scale_rewards: str | None = field(default=None, metadata={
         "help": "group | batch | none (algorithm.scale_rewards); None: the algorithm's default."})
     use_bias_correction_kl: bool = field(default=False, metadata={
@@ -129,10 +140,9 @@ def _optional(tp):
 
 ResRLGRPOConfig = dataclasses.make_dataclass(
     "ResRLGRPOConfig",
-    [(name, _optional(tp), field(default=None, metadata={"help": f"{help_}; None: the algorithm's default"}))
-     for name, (_, _, tp, help_) in FLAT_FIELDS.items()]
-    + [(name, _optional(tp), field(default=None, metadata={"help": f"{help_}; None: its default"}))
-       for name, (_, tp, help_) in CRITIC_FIELDS.items()],
+    [(name, _optional(tp), field(default=None, metadata={
+        "help": f"{help_}; None: " + ("its default" if where == "critic" else "the algorithm's default")}))
+     for name, (where, _, tp, help_) in FLAT_FIELDS.items()],
     bases=(_ResRLGRPOConfigBase,),
     namespace={"__doc__": __doc__, "__module__": __name__},
 )
@@ -144,7 +154,7 @@ def _resrl_settings(self) -> tuple[dict, dict]:
     algorithm, loss = {"name": self.algorithm}, {}
     for name, (where, path, _, _) in FLAT_FIELDS.items():
         value = getattr(self, name)
-        if value is None:
+        if value is None or where == "critic":
             continue
         target = algorithm if where == "algorithm" else loss
         for key in path[:-1]:

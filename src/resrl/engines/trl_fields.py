@@ -1,17 +1,33 @@
-"""What `ResRLTrainer` does with every field of TRL's `GRPOConfig` (TRL 1.16): one table, beside
-`engines/trl_compat.py`, and the function that turns a GRPOConfig (or a `ResRLGRPOConfig`) into the
-core's `AlgorithmConfig` and `LossConfig`.
+"""GRPOConfig <-> resrl: the ONE mapping table (`MAPPINGS`), and what `ResRLTrainer` does with every
+other field of TRL's `GRPOConfig` (TRL 1.16), beside `engines/trl_compat.py`.
 
-Each field is in exactly one category (`GRPO_CONFIG_FIELDS`; `tests/test_trl_fields.py` enumerates
-`dataclasses.fields(GRPOConfig)` against it, so a TRL release that adds a field fails the test
-until it is classified here):
+`MAPPINGS` pairs a GRPOConfig / TrainingArguments field with the resrl config key of the same
+setting. Everything that translates between the two names derives from it:
+
+    resrl train's YAML   `trl.<field>` of the same meaning is moved onto its key (`trl_key_map`,
+                         used by train/config.py's map_trl_keys); a field a key sets with another
+                         meaning (batch shape, epochs) is refused naming the key (`trl_owned_fields`)
+    grpo_args            the GRPOConfig a `resrl train` run hands to TRL: every mapping with `to_trl`
+                         (`grpo_config_values`, called by train/runner.py)
+    ResRLTrainer         the loss / algorithm fields of a GRPOConfig in resrl's terms
+                         (`resolve_trainer_settings`), the flat fields of ResRLGRPOConfig that TRL
+                         already names (`trl_named_settings`, engines/trl_config.py) and the
+                         "mapped" category of the field table below
+    the compat record    what TRL's `_compute_loss` reads (engines/trl_compat.COMPUTE_LOSS_READS)
+
+Per-algorithm facts (which advantage reads `scale_rewards`) are on the algorithm's registry entry
+(`resrl.core.registry.AlgorithmSpec.reads_scale_rewards / fixed_scale`).
+
+Each GRPOConfig field is in exactly one category (`GRPO_CONFIG_FIELDS`; `tests/test_trl_fields.py`
+enumerates `dataclasses.fields(GRPOConfig)` against it, so a TRL release that adds a field fails the
+test until it is classified here):
 
     honoured    TRL (or transformers.Trainer) applies it exactly as in GRPOTrainer: generation,
                 rewards, vLLM, logging, batching, the optimiser, ... ResRLTrainer replaces only the
                 advantages and the loss, and the loss options listed here it applies as TRL does.
-    mapped      TRL's loss or advantage setting, applied through resrl's own setting (`MAPPED`):
-                beta -> loss.kl_coef, epsilon / epsilon_high -> the clip range, scale_rewards ->
-                algorithm.scale_rewards, loss_type -> loss.agg, ...
+    mapped      TRL's loss or advantage setting, applied through resrl's own setting (`MAPPINGS`
+                with a loss / algorithm key): beta -> loss.kl_coef, loss_type -> loss.policy_loss and
+                loss.agg, ...
     refused     a setting resrl's loss would not apply: a non-default value is a ValueError that
                 names the field and what to use instead (`refusal`).
     irrelevant  no effect on GRPO training in TRL either (evaluation-metric and label options of
@@ -23,7 +39,8 @@ the algorithm's default (resrl's documented one); the trainer logs each such dif
 per-sequence mean (`seq-mean-token-mean`) for grpo / resrl / nsr / ...; set `loss_type` (or
 `ResRLGRPOConfig.loss_agg`) to choose. With an explicit, non-default value, TRL's meaning wins.
 
-This module holds no math and imports no TRL: the table is data, the resolver builds dataclasses.
+This module holds no math and imports no TRL (nor torch until a resolver runs): the table is data,
+the resolver builds dataclasses.
 """
 
 from __future__ import annotations
@@ -31,16 +48,207 @@ from __future__ import annotations
 import dataclasses
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from resrl.core.loss import LossConfig
-from resrl.core.registry import ALGORITHMS, AlgorithmConfig, get_algorithm, resolve_settings
+if TYPE_CHECKING:  # resrl.core (torch) is imported where it is used: the table is read by torch-free code
+    from resrl.core.loss import LossConfig
+    from resrl.core.registry import AlgorithmConfig
 
 logger = logging.getLogger(__name__)
 
 HONOURED, MAPPED, REFUSED, IRRELEVANT = "honoured", "mapped", "refused", "irrelevant"
 CATEGORIES = (HONOURED, MAPPED, REFUSED, IRRELEVANT)
 
+# ---- the mapping table ------------------------------------------------------------------------------
+
+Get = Callable[[str], Any]  # another GRPOConfig field's value (TRL's meaning can depend on it)
+
+
+@dataclass(frozen=True)
+class Mapping:
+    """One GRPOConfig field and the resrl config key of the same setting.
+
+    trl:         the GRPOConfig / TrainingArguments field
+    key:         the resrl config key ("loss.kl_coef", "train.seed", ...)
+    trl_default: GRPOConfig's default (tests/test_trl_compat.py checks it against TRL's): a loss /
+                 algorithm field left at it does not replace the algorithm's own setting
+    same:        True: the same meaning, so `trl.<field>` is moved onto `key` and ResRLTrainer applies
+                 the field through it; False: `key` sets the field with another meaning (batch shape,
+                 epochs), so `trl.<field>` is refused naming `key`
+    to_resrl:    (TRL's value, get) -> {resrl key: value}; None: {key: value}
+    to_trl:      resrl's value -> TRL's, for the GRPOConfig of a `resrl train` run; None: the same
+                 value; False: the run's GRPOConfig does not take it from `key` (grpo_args computes
+                 it, or it is a loss setting TRL's replaced loss never reads)
+    note:        what the mapping means where the name alone does not say it
+    owns_key:    TRL's name is the way to set `key` in a ResRLGRPOConfig (no flat `loss_<name>` field);
+                 False where the field sets several keys and resrl's own name gives finer control
+                 (loss_type: loss_policy_loss / loss_agg; entropy_coef: loss_entropy_coef)
+    """
+
+    trl: str
+    key: str
+    trl_default: Any = None
+    same: bool = True
+    to_resrl: Callable[[Any, Get], dict] | None = None
+    to_trl: Callable[[Any], Any] | None | bool = None
+    note: str = ""
+    owns_key: bool = True
+
+    @property
+    def section(self) -> str:
+        return self.key.split(".", 1)[0]
+
+    def resrl_values(self, value: Any, get: Get) -> dict:
+        """TRL's `value` of this field as {resrl key: value}."""
+        return self.to_resrl(value, get) if self.to_resrl is not None else {self.key: value}
+
+
+# loss_type -> (loss.policy_loss, loss.agg): TRL 1.16 _compute_loss's per-token terms and normalisers
+LOSS_TYPES = {
+    "grpo": ("clipped-surrogate", "seq-mean-token-mean"),      # per-sequence mean, then the mean over sequences
+    "dapo": ("clipped-surrogate", "token-mean"),               # tokens of the accumulation window (num_items_in_batch)
+    "bnpo": ("clipped-surrogate", "token-mean"),               # tokens of the micro-batch: dapo's with one micro-batch
+    "dr_grpo": ("clipped-surrogate", "seq-mean-token-sum-norm"),  # sum / (B * max_completion_length)
+    "luspo": ("clipped-surrogate", "seq-mean-token-sum"),      # each response's sum, then the mean over responses
+    "cispo": ("cispo", "token-mean"),
+    "sapo": ("sapo", "seq-mean-token-mean"),
+    "vespo": ("vespo", "token-mean"),
+}
+
+
+def _loss_type(value, get: Get) -> dict:
+    if value not in LOSS_TYPES:
+        raise ValueError(f"GRPOConfig.loss_type={value!r} is not a TRL 1.16 loss type: choose one of "
+                         f"{sorted(LOSS_TYPES)}")
+    policy_loss, agg = LOSS_TYPES[value]
+    out = {"loss.policy_loss": policy_loss, "loss.agg": agg}
+    if value == "cispo":  # TRL's CISPO weight: clamp(ρ, max=epsilon_high), no lower bound
+        cap = get("epsilon_high") if get("epsilon_high") is not None else get("epsilon")
+        if cap < 1:
+            raise ValueError(f"GRPOConfig.loss_type='cispo' caps the importance weight at epsilon_high (TRL's "
+                             f"ε_max, 5.0 in ScaleRL): {cap!r} caps it below 1, which resrl's cispo does not "
+                             "support; set epsilon_high >= 1")
+        out.update({"loss.clip_eps_low": 1.0, "loss.clip_eps_high": cap - 1.0})
+    return out
+
+
+def _epsilon(value, get: Get) -> dict:
+    return {} if get("loss_type") == "cispo" else {"loss.clip_eps_low": value}  # (cispo: _loss_type's)
+
+
+def _epsilon_high(value, get: Get) -> dict:
+    return {} if get("loss_type") == "cispo" or value is None else {"loss.clip_eps_high": value}
+
+
+def _scale_rewards(value, get: Get) -> dict:
+    return {"algorithm.scale_rewards": {True: "group", False: "none"}.get(value, value)}
+
+
+def _entropy_coef(value, get: Get) -> dict:
+    # TRL's bonus is the mean per-token entropy whatever loss_type aggregates the policy term with
+    return {"loss.entropy_coef": value, **({"loss.entropy_agg": "token-mean"} if value else {})}
+
+
+def _same(trl: str, key: str, default=None, **kw) -> Mapping:
+    return Mapping(trl, key, default, True, **kw)
+
+
+def _owned(trl: str, key: str) -> Mapping:
+    return Mapping(trl, key, None, False, to_trl=False)
+
+
+MAPPINGS: tuple[Mapping, ...] = (
+    # ---- the loss and the advantage (ResRLTrainer maps them; category "mapped") -----------------------
+    _same("beta", "loss.kl_coef", 0.0, note="TRL's k3 KL to the reference, added per token before aggregation"),
+    _same("epsilon", "loss.clip_eps_low", 0.2, to_resrl=_epsilon, note="ratio clipped below at 1 - epsilon"),
+    _same("epsilon_high", "loss.clip_eps_high", None, to_resrl=_epsilon_high,
+          note="None: the algorithm's default if it has one (DAPO: 0.28), else epsilon (TRL's None); "
+               "with loss_type='cispo' the weight's cap: loss.clip_eps_high = epsilon_high - 1"),
+    _same("delta", "loss.delta", None, note="two-sided clipping (INTELLECT-2): the unclipped ratio capped at delta"),
+    _same("loss_type", "loss.agg", "dapo", to_resrl=_loss_type, to_trl=False, owns_key=False,
+          note="loss.policy_loss and loss.agg: grpo/dapo/bnpo/dr_grpo/luspo -> clipped-surrogate with "
+               "seq-mean-token-mean/token-mean/token-mean/seq-mean-token-sum-norm/seq-mean-token-sum, "
+               "cispo -> cispo + token-mean (clip_eps_low 1, the cap epsilon_high), sapo -> sapo + "
+               "seq-mean-token-mean, vespo -> vespo + token-mean. TRL's default 'dapo' does not replace the "
+               "algorithm's aggregation (the paper's seq-mean-token-mean for grpo)"),
+    _same("scale_rewards", "algorithm.scale_rewards", "group", to_resrl=_scale_rewards, to_trl=False,
+          note="group | batch | none, for the algorithms whose advantage reads it (AlgorithmSpec."
+               "reads_scale_rewards); refused for the others"),
+    _same("importance_sampling_level", "loss.importance_sampling_level", "token", to_trl=False,
+          note="GSPO's sequence ratio, as TRL computes it"),
+    _same("top_entropy_quantile", "loss.top_entropy_quantile", 1.0, to_trl=False, note="TRL's high-entropy mask"),
+    _same("off_policy_mask_threshold", "loss.off_policy_mask_threshold", None, to_trl=False,
+          note="DeepSeek-V3.2's off-policy sequence mask, against vLLM's sampling log-probs when TRL has them"),
+    _same("entropy_coef", "loss.entropy_coef", 0.0, to_resrl=_entropy_coef, to_trl=False, owns_key=False,
+          note="and loss.entropy_agg='token-mean': TRL's bonus is the mean per-token entropy whatever the loss"),
+    _same("sapo_temperature_neg", "loss.sapo_temperature_neg", 1.05, to_trl=False),
+    _same("sapo_temperature_pos", "loss.sapo_temperature_pos", 1.0, to_trl=False),
+    _same("vespo_k_pos", "loss.vespo_k_pos", 2.0, to_trl=False),
+    _same("vespo_lambda_pos", "loss.vespo_lambda_pos", 3.0, to_trl=False),
+    _same("vespo_k_neg", "loss.vespo_k_neg", 3.0, to_trl=False),
+    _same("vespo_lambda_neg", "loss.vespo_lambda_neg", 2.0, to_trl=False),
+    # ---- resrl train's other sections (the YAML path; ResRLTrainer leaves these to TRL) -----------------
+    _same("max_completion_length", "train.max_completion_length", 512,
+          note="generation budget (TRL's) and the default of loss.max_response_length (Dr.GRPO's normaliser, "
+               "as TRL's dr_grpo) and of algorithm.max_response_length"),
+    *(_same(k, f"train.{k}") for k in ("output_dir", "seed", "max_steps", "learning_rate", "warmup_steps",
+                                        "weight_decay", "adam_beta1", "adam_beta2", "max_grad_norm",
+                                        "num_iterations", "temperature", "top_p", "bf16")),
+    _same("use_cpu", "train.use_cpu", to_trl=False),                   # grpo_args: CPU when no accelerator
+    _same("max_prompt_length", "train.max_prompt_length", to_trl=False),  # (not a TRL 1.16 field: older TRL's)
+    _same("lr_scheduler_type", "train.lr_scheduler"),
+    _same("num_generations", "train.group_size"),
+    _same("gradient_checkpointing", "model.gradient_checkpointing", to_trl=False),  # grpo_args: checkpointing_args
+    _same("logging_steps", "log.logging_steps"),
+    _same("report_to", "log.report_to", to_resrl=lambda v, get: {"log.report_to": [v] if isinstance(v, str) else v},
+          to_trl=lambda v: [r for r in v if r != "none"] or "none"),
+    _same("log_completions", "log.log_completions"),
+    _same("disable_tqdm", "log.progress", to_resrl=lambda v, get: {"log.progress": not v}, to_trl=lambda v: not v),
+    _same("save_steps", "checkpoint.save_steps", to_trl=lambda v: v or 500),  # (save_strategy "no" when 0)
+    _same("save_total_limit", "checkpoint.save_total_limit"),
+    # ---- fields a resrl key sets with another meaning: `trl.<field>` refused naming the key ---------------
+    _owned("num_train_epochs", "train.max_steps"), _owned("warmup_ratio", "train.warmup_steps"),
+    _owned("per_device_train_batch_size", "train.micro_batch_size"),
+    _owned("gradient_accumulation_steps", "train.update_prompts"),
+    _owned("steps_per_generation", "train.rollout_prompts"), _owned("generation_batch_size", "train.rollout_prompts"),
+    _owned("use_adaptive_entropy", "loss.entropy_coef"), _owned("use_bias_correction_kl", "loss.kl_estimator"),
+    _owned("reward_weights", "reward.function"), _owned("save_strategy", "checkpoint.save_steps"),
+)
+MAPPING = {m.trl: m for m in MAPPINGS}
+if len(MAPPING) != len(MAPPINGS):
+    raise RuntimeError("engines/trl_fields.MAPPINGS names a GRPOConfig field twice")
+# the mappings ResRLTrainer applies (loss and algorithm settings of the same meaning)
+LOSS_MAPPINGS = tuple(m for m in MAPPINGS if m.same and m.section in ("loss", "algorithm"))
+
+
+def trl_key_map() -> dict[str, Mapping]:
+    """`trl.<field>` -> its Mapping, for the fields of the same meaning as a resrl key (moved onto it)."""
+    return {m.trl: m for m in MAPPINGS if m.same}
+
+
+def trl_owned_fields() -> dict[str, str]:
+    """GRPOConfig field -> the resrl key that sets it (a `trl.<field>` is never handed to TRL as is)."""
+    return {m.trl: m.key for m in MAPPINGS}
+
+
+def trl_named_settings() -> dict[str, set[str]]:
+    """{"loss": {...}, "algorithm": {...}}: the resrl settings ResRLTrainer takes from GRPOConfig's own
+    names (ResRLGRPOConfig has no flat `loss_<name>` field for them)."""
+    out: dict[str, set[str]] = {"loss": set(), "algorithm": set()}
+    for m in LOSS_MAPPINGS:
+        if m.owns_key:
+            out[m.section].add(m.key.split(".", 1)[1])
+    return out
+
+
+def grpo_config_values(get: Callable[[str], Any]) -> dict[str, Any]:
+    """The GRPOConfig fields a `resrl train` run takes from its keys: {field: TRL's value}; `get(key)`
+    reads a dotted resrl key of the run's TrainConfig (train/runner.py's grpo_args adds the fields it
+    computes: the batch shape, the device, checkpointing and saving)."""
+    return {m.trl: (m.to_trl or (lambda v: v))(get(m.key)) for m in MAPPINGS if m.same and m.to_trl is not False}
+
+
+# ---- every GRPOConfig field ------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Field:
@@ -56,10 +264,6 @@ def _h(note: str = "") -> Field:
     return Field(HONOURED, note or "applied by TRL / transformers.Trainer as in GRPOTrainer")
 
 
-def _m(note: str) -> Field:
-    return Field(MAPPED, note)
-
-
 def _r(note: str, *accepted, applies=None) -> Field:
     return Field(REFUSED, note, tuple(accepted), applies)
 
@@ -72,18 +276,13 @@ _GEN = "generation (TRL's, unchanged)"
 _VLLM = "vLLM generation (TRL's, unchanged)"
 _LOG = "completion logging (TRL's, unchanged)"
 _TRAINER = "transformers.Trainer's setting, unchanged"
-_LOSS_TYPE_ONLY = "a parameter of a TRL loss_type resrl refuses (sapo / vespo)"
-_ADAPTIVE = "TRL's adaptive entropy controller: not part of resrl's loss (fixed bonus: loss_entropy_coef)"
-
-# loss_type -> loss.agg (TRL 1.16 _compute_loss's normalisers)
-LOSS_TYPE_AGG = {
-    "grpo": "seq-mean-token-mean",          # per-sequence mean, then the mean over sequences
-    "dapo": "token-mean",                   # tokens of the accumulation window (TRL's num_items_in_batch)
-    "bnpo": "token-mean",                   # tokens of the micro-batch: equal to dapo with one micro-batch per update
-    "dr_grpo": "seq-mean-token-sum-norm",   # sum / (B * max_completion_length)
-}
+_ADAPTIVE = ("TRL's adaptive entropy controller (a coefficient that changes from step to step): not part of "
+             "resrl's loss; use the fixed bonus entropy_coef")
 
 GRPO_CONFIG_FIELDS: dict[str, Field] = {
+    # ---- the mapped ones: MAPPINGS ------------------------------------------------------------------------
+    **{m.trl: Field(MAPPED, " ".join(filter(None, [f"-> {m.key}", m.note]))) for m in LOSS_MAPPINGS},
+    "max_completion_length": Field(MAPPED, MAPPING["max_completion_length"].note),
     # ---- GRPOConfig's own fields ----------------------------------------------------------------
     "model_init_kwargs": _h("model loading (TRL's)"),
     "trust_remote_code": _h("model loading (TRL's)"),
@@ -92,8 +291,6 @@ GRPO_CONFIG_FIELDS: dict[str, Field] = {
     "cast_lm_head_to_fp32": _h("TRL's"),
     "num_generations": _h("the group size G"),
     "num_generations_eval": _h("evaluation's group size"),
-    "max_completion_length": _m("generation budget (TRL's) and the default of loss.max_response_length "
-                                "(Dr.GRPO's normaliser, as TRL's dr_grpo) and of algorithm.max_response_length"),
     "ds3_gather_for_generation": _h(_GEN), "shuffle_dataset": _h("TRL's sampler"),
     "pad_to_multiple_of": _h(_GEN), "generation_batch_size": _h("TRL's batch layout"),
     "steps_per_generation": _h("TRL's batch layout"), "temperature": _h(_GEN), "top_p": _h(_GEN),
@@ -104,42 +301,25 @@ GRPO_CONFIG_FIELDS: dict[str, Field] = {
     "vllm_server_base_url": _h(_VLLM), "vllm_server_host": _h(_VLLM), "vllm_server_port": _h(_VLLM),
     "vllm_server_timeout": _h(_VLLM), "vllm_group_port": _h(_VLLM), "vllm_gpu_memory_utilization": _h(_VLLM),
     "vllm_max_model_length": _h(_VLLM), "vllm_tensor_parallel_size": _h(_VLLM),
-    "beta": _m("loss.kl_coef (TRL's k3 KL to the reference, added per token before aggregation)"),
     "num_iterations": _h("updates per generation round (TRL's buffering)"),
-    "epsilon": _m("loss.clip_eps_low (ratio clipped below at 1 - epsilon)"),
-    "delta": _r("TRL's two-sided ratio cap: resrl's loss has dual-clip instead (loss_dual_clip_c)", None),
-    "epsilon_high": _m("loss.clip_eps_high; None: the algorithm's default if it has one (DAPO: 0.28), "
-                       "else epsilon (TRL's None)"),
-    "sapo_temperature_neg": _r(_LOSS_TYPE_ONLY, 1.05), "sapo_temperature_pos": _r(_LOSS_TYPE_ONLY, 1.0),
-    "vespo_k_pos": _r(_LOSS_TYPE_ONLY, 2.0), "vespo_lambda_pos": _r(_LOSS_TYPE_ONLY, 3.0),
-    "vespo_k_neg": _r(_LOSS_TYPE_ONLY, 3.0), "vespo_lambda_neg": _r(_LOSS_TYPE_ONLY, 2.0),
-    "importance_sampling_level": _m("loss.importance_sampling_level (GSPO's sequence ratio, as TRL computes it)"),
     "reward_weights": _h("the weighted sum of the reward functions (TRL's weights)"),
     "multi_objective_aggregation": _r("rewards are summed (weighted) before the algorithm's advantage: "
                                       "'normalize_then_sum' (GDPO) is not applied", "sum_then_normalize"),
-    "scale_rewards": _m("algorithm.scale_rewards (group | batch | none) for the algorithms whose advantage is "
-                        "GRPO's group-normalised one; refused for the others"),
-    "loss_type": _m("loss.agg: grpo -> seq-mean-token-mean, dapo / bnpo -> token-mean, dr_grpo -> "
-                    "seq-mean-token-sum-norm; cispo / sapo / luspo / vespo refused. TRL's default 'dapo' does "
-                    "not replace the algorithm's aggregation (the paper's seq-mean-token-mean for grpo)"),
     "mask_truncated_completions": _h("TRL zeroes truncated completions' mask; resrl's loss and advantages "
                                      "read that mask"),
     "sync_ref_model": _h("TRL's reference-sync callback (with beta != 0)"),
     "ref_model_mixup_alpha": _h("TRL's reference-sync callback"),
     "ref_model_sync_steps": _h("TRL's reference-sync callback"),
-    "top_entropy_quantile": _m("loss.top_entropy_quantile (TRL's high-entropy mask)"),
-    "entropy_coef": _r("TRL's entropy bonus is a token mean whatever the loss; resrl's is aggregated like the "
-                       "loss: use ResRLGRPOConfig.loss_entropy_coef (or LossConfig.entropy_coef)", 0.0),
     "use_adaptive_entropy": _r(_ADAPTIVE, False), "entropy_coef_min": _r(_ADAPTIVE, 0.0),
     "entropy_coef_max": _r(_ADAPTIVE, 1.0), "entropy_coef_delta": _r(_ADAPTIVE, 0.005),
     "entropy_target": _r(_ADAPTIVE, 0.2),
     "max_tool_calling_iterations": _h("multi-turn tool calling (TRL's)"),
-    "vllm_importance_sampling_correction": _h("applied in resrl.core.loss.policy_loss as TRL applies it"),
+    "vllm_importance_sampling_correction": _h("applied in resrl.core.loss.policy_loss as TRL applies it (VESPO: "
+                                              "folded into its sequence weight, as TRL does)"),
     "vllm_importance_sampling_mode": _h("TRL computes the weights; resrl's loss applies them"),
     "vllm_importance_sampling_clip_max": _h("TRL computes the weights"),
     "vllm_importance_sampling_clip_min": _h("TRL computes the weights"),
     "vllm_importance_sampling_cap": _h("TRL computes the weights"),
-    "off_policy_mask_threshold": _r("the off-policy sequence mask is not part of resrl.core's loss", None),
     "use_bias_correction_kl": _r("resrl's KL term has no importance-ratio correction: set "
                                  "use_bias_correction_kl=False (no effect on-policy, num_iterations=1)",
                                  False, applies=lambda args: getattr(args, "beta", 0.0) != 0.0),
@@ -182,23 +362,6 @@ GRPO_CONFIG_FIELDS: dict[str, Field] = {
         "use_cache", "use_cpu", "warmup_steps", "weight_decay")},
 }
 
-# mapped fields: (GRPOConfig field, TRL's default, "loss" | "algorithm", resrl's field)
-MAPPED_TARGETS = (
-    ("beta", 0.0, "loss", "kl_coef"),
-    ("epsilon", 0.2, "loss", "clip_eps_low"),
-    ("epsilon_high", None, "loss", "clip_eps_high"),
-    ("scale_rewards", "group", "algorithm", "scale_rewards"),
-    ("loss_type", "dapo", "loss", "agg"),
-    ("importance_sampling_level", "token", "loss", "importance_sampling_level"),
-    ("top_entropy_quantile", 1.0, "loss", "top_entropy_quantile"),
-)
-# (max_completion_length: only the default of the lengths left None, see resolve_trainer_settings)
-
-# the algorithms whose advantage reads algorithm.scale_rewards (GRPO's group normalisation)
-SCALE_REWARDS_ALGORITHMS = ("grpo", "dapo", "resrl", "nthr", "flowrl", "empg", "gigpo", "gigpo-resrl")
-# algorithms whose advantage has one fixed scaling: scale_rewards may name it (Dr.GRPO: "none")
-FIXED_SCALE = {"drgrpo": "none"}
-
 
 def category_counts() -> dict[str, int]:
     counts = dict.fromkeys(CATEGORIES, 0)
@@ -220,55 +383,78 @@ def refusal(args) -> str | None:
     return None
 
 
-def _trl_value(args, name: str, value: Any) -> Any:
-    """A mapped GRPOConfig value in resrl's terms (loss_type -> agg); ValueError for a refused one."""
-    if name == "loss_type":
-        if value not in LOSS_TYPE_AGG:
-            raise ValueError(f"GRPOConfig.loss_type={value!r} is not supported by ResRLTrainer: its loss is "
-                             f"resrl.core.loss.policy_loss; use one of {sorted(LOSS_TYPE_AGG)} (-> loss.agg) or "
-                             "ResRLGRPOConfig.loss_agg")
-        return LOSS_TYPE_AGG[value]
-    if name == "scale_rewards":
-        return {True: "group", False: "none"}.get(value, value)
-    return value
+def _getter(args) -> Get:
+    def get(name: str):
+        value = getattr(args, name, MAPPING[name].trl_default)
+        if name == "loss_type" and value is None:  # ResRLGRPOConfig's "the algorithm's": not a cispo cap
+            return None
+        return value
+    return get
 
 
-def trl_given(args) -> tuple[dict, dict, list[str]]:
-    """The mapped GRPOConfig fields `args` sets to a value other than TRL's default, as
-    ({algorithm field: value}, {loss field: value}) in resrl's terms, and the notes on the
-    TRL defaults that are not applied (`default_differences` fills them in)."""
+def _split(values: dict) -> tuple[dict, dict]:
+    """{"loss.x": v, "algorithm.y": w} -> ({y: w}, {x: v})."""
     algorithm, loss = {}, {}
+    for key, value in values.items():
+        section, name = key.split(".", 1)
+        (loss if section == "loss" else algorithm)[name] = value
+    return algorithm, loss
+
+
+def trl_given(args) -> tuple[dict, dict, dict[str, str]]:
+    """The mapped GRPOConfig fields `args` sets to a value other than their default, as ({algorithm field:
+    value}, {loss field: value}) in resrl's terms, and which TRL field gave each resrl setting."""
     # the config class's own defaults (ResRLGRPOConfig: None for loss_type / scale_rewards, so that an
     # explicit "dapo" / "group" is applied there)
     own = {f.name: f.default for f in dataclasses.fields(args)} if dataclasses.is_dataclass(args) else {}
-    for name, default, where, target in MAPPED_TARGETS:
-        value = getattr(args, name, default)
-        if value is None or value == own.get(name, default):
+    values, source = {}, {}
+    get = _getter(args)
+    for m in LOSS_MAPPINGS:
+        value = getattr(args, m.trl, m.trl_default)
+        if value is None or value == own.get(m.trl, m.trl_default):
             continue
-        (loss if where == "loss" else algorithm)[target] = _trl_value(args, name, value)
-    return algorithm, loss, []
+        for key, v in m.resrl_values(value, get).items():
+            if key in values and values[key] != v:
+                raise ValueError(f"GRPOConfig.{m.trl}={value!r} (-> {key}={v!r}) conflicts with "
+                                 f"GRPOConfig.{source[key]} (-> {key}={values[key]!r})")
+            values[key], source[key] = v, m.trl
+    algorithm, loss = _split(values)
+    return algorithm, loss, source
 
 
 def default_differences(args, algorithm: AlgorithmConfig, loss: LossConfig) -> list[str]:
     """The mapped GRPOConfig fields left at TRL's default whose resrl value differs (resrl's stays)."""
+    from resrl.core.registry import get_algorithm
+
     notes = []
-    for name, default, where, target in MAPPED_TARGETS:
-        value = getattr(args, name, default)
-        if value is None and name == "epsilon_high":
-            value = getattr(args, "epsilon", 0.2)
-        elif value != default:
+    get = _getter(args)
+    for m in LOSS_MAPPINGS:
+        value = getattr(args, m.trl, m.trl_default)
+        if value is None and m.trl == "epsilon_high":
+            value = getattr(args, "epsilon", MAPPING["epsilon"].trl_default)
+        elif value is None and m.trl_default is not None:
+            value = m.trl_default  # ResRLGRPOConfig's None: "not set", i.e. TRL's default was not applied
+        elif value != m.trl_default:
             continue
-        ours = getattr(loss if where == "loss" else algorithm, target)
-        theirs = _trl_value(args, name, value) if name in ("loss_type", "scale_rewards") else value
-        if ours != theirs:
-            notes.append(f"GRPOConfig.{name}={getattr(args, name, default)!r} (TRL's default, i.e. {target}="
-                         f"{theirs!r}) is not applied: {algorithm.name}'s {where}.{target}={ours!r} stays; set "
-                         f"{name} explicitly to change it")
+        if value is None:
+            continue
+        theirs = {m.key: value} if m.trl == "epsilon_high" else m.resrl_values(value, get)
+        for key, v in theirs.items():
+            section, name = key.split(".", 1)
+            ours = getattr(loss if section == "loss" else algorithm, name)
+            if name == "policy_loss" and ours is None:
+                ours = get_algorithm(algorithm.name).policy_loss
+            if ours != v:
+                notes.append(f"GRPOConfig.{m.trl}={getattr(args, m.trl, m.trl_default)!r} (TRL's default, i.e. "
+                             f"{name}={v!r}) is not applied: {algorithm.name}'s {key}={ours!r} stays; set "
+                             f"{m.trl} explicitly to change it")
     return notes
 
 
 def _build_algorithm(settings: dict) -> AlgorithmConfig:
     """AlgorithmConfig from a nested dict (resrl / nthr / flowrl / gigpo / empg sub-dicts)."""
+    from resrl.core.registry import AlgorithmConfig
+
     kwargs = {}
     defaults = AlgorithmConfig()
     for key, value in settings.items():
@@ -277,7 +463,7 @@ def _build_algorithm(settings: dict) -> AlgorithmConfig:
     return AlgorithmConfig(**kwargs)
 
 
-def _adopt(obj, given: dict, where: str, what: str):
+def _adopt(obj, given: dict, source: dict, where: str, what: str):
     """`given` (TRL fields in resrl's terms) onto an explicit AlgorithmConfig / LossConfig: a value equal
     to the object's is fine, one the object leaves at its dataclass default is adopted, two different
     non-default values are a ValueError (set it in one place)."""
@@ -287,13 +473,30 @@ def _adopt(obj, given: dict, where: str, what: str):
         if ours == value:
             continue
         if ours != getattr(type(obj)(), target):
-            trl_name = next((n for n, _, w, t in MAPPED_TARGETS if w == where and t == target), None)
-            given = (f"GRPOConfig.{trl_name}={value!r}" if trl_name not in ("loss_type", "scale_rewards", None) else
-                     f"GRPOConfig.{trl_name} (-> {where}.{target}={value!r})" if trl_name else
-                     f"ResRLGRPOConfig's {where}.{target}={value!r}")
-            raise ValueError(f"{given} conflicts with {what}.{target}={ours!r}: set it in one place")
+            trl_name = source.get(f"{where}.{target}")
+            given_as = (f"GRPOConfig.{trl_name}={value!r}" if MAPPING.get(trl_name, None) is not None
+                        and MAPPING[trl_name].to_resrl is None else
+                        f"GRPOConfig.{trl_name} (-> {where}.{target}={value!r})" if trl_name else
+                        f"ResRLGRPOConfig's {where}.{target}={value!r}")
+            raise ValueError(f"{given_as} conflicts with {what}.{target}={ours!r}: set it in one place")
         updates[target] = value
     return dataclasses.replace(obj, **updates) if updates else obj
+
+
+def check_scale_rewards(name: str, given: dict, scale: Any) -> None:
+    """`given` (algorithm settings from TRL's names) may set scale_rewards only for an algorithm whose
+    advantage reads it (AlgorithmSpec.reads_scale_rewards); its fixed scaling may be named (dropped)."""
+    from resrl.core.registry import ALGORITHMS, get_algorithm
+
+    spec = get_algorithm(name)
+    if "scale_rewards" not in given:
+        return
+    if spec.fixed_scale is not None and given["scale_rewards"] == spec.fixed_scale:
+        del given["scale_rewards"]  # what the algorithm does anyway
+    elif not spec.reads_scale_rewards:
+        readers = [a for a, s in ALGORITHMS.items() if s.reads_scale_rewards]
+        raise ValueError(f"GRPOConfig.scale_rewards={scale!r}: algorithm {name!r} has no group-normalised "
+                         f"advantage to scale (it reads scale_rewards in {', '.join(readers)})")
 
 
 def resolve_trainer_settings(args, algorithm=None, loss_config: LossConfig | None = None,
@@ -305,17 +508,19 @@ def resolve_trainer_settings(args, algorithm=None, loss_config: LossConfig | Non
     The algorithm's defaults, then ResRLGRPOConfig's flat fields, then the mapped GRPOConfig fields set
     to non-default values (both setting the same thing differently: ValueError) — through
     resrl.core.registry.resolve_settings, the function `resrl train` calls. Refused fields raise."""
+    from resrl.core.loss import LossConfig
+    from resrl.core.registry import ALGORITHMS, AlgorithmConfig, get_algorithm, resolve_policy_loss, resolve_settings
+
     problem = refusal(args)
     if problem is not None:
         raise ValueError(problem)
     flat_alg, flat_loss = args.resrl_settings() if hasattr(args, "resrl_settings") else ({}, {})
-    trl_alg, trl_loss, _ = trl_given(args)
+    trl_alg, trl_loss, source = trl_given(args)
     for flat, trl, what in ((flat_alg, trl_alg, "algorithm"), (flat_loss, trl_loss, "loss")):
         for key in flat.keys() & trl.keys():
             if flat[key] != trl[key]:
-                trl_name = next(n for n, _, w, t in MAPPED_TARGETS if w == what and t == key)
-                raise ValueError(f"GRPOConfig.{trl_name} (-> {what}.{key}={trl[key]!r}) conflicts with "
-                                 f"ResRLGRPOConfig's {what}.{key}={flat[key]!r}: set it in one place")
+                raise ValueError(f"GRPOConfig.{source[f'{what}.{key}']} (-> {what}.{key}={trl[key]!r}) conflicts "
+                                 f"with ResRLGRPOConfig's {what}.{key}={flat[key]!r}: set it in one place")
     name = flat_alg.pop("name", None)
     if isinstance(algorithm, AlgorithmConfig):
         if name not in (None, "grpo", algorithm.name):
@@ -335,11 +540,7 @@ def resolve_trainer_settings(args, algorithm=None, loss_config: LossConfig | Non
     if name not in ALGORITHMS:
         raise ValueError(f"unknown algorithm {name!r}: choose one of {sorted(ALGORITHMS)}")
     spec = get_algorithm(name)
-    if "scale_rewards" in trl_alg and name in FIXED_SCALE and trl_alg["scale_rewards"] == FIXED_SCALE[name]:
-        del trl_alg["scale_rewards"]  # what the algorithm does anyway
-    if "scale_rewards" in trl_alg and name not in SCALE_REWARDS_ALGORITHMS:
-        raise ValueError(f"GRPOConfig.scale_rewards={args.scale_rewards!r}: algorithm {name!r} has no group-normalised "
-                         f"advantage to scale (it reads scale_rewards in {', '.join(SCALE_REWARDS_ALGORITHMS)})")
+    check_scale_rewards(name, trl_alg, getattr(args, "scale_rewards", None))
     # TRL's epsilon_high=None means "= epsilon", unless the algorithm sets its own (DAPO's 0.28)
     if "clip_eps_low" in trl_loss and "clip_eps_high" not in trl_loss and "clip_eps_high" not in flat_loss \
             and "clip_eps_high" not in spec.loss_defaults:
@@ -349,17 +550,18 @@ def resolve_trainer_settings(args, algorithm=None, loss_config: LossConfig | Non
     given_loss = {**flat_loss, **trl_loss}
     alg_dict, loss_dict = resolve_settings({"name": name, **given_alg}, given_loss, L)
     if isinstance(algorithm, AlgorithmConfig):
-        alg = _adopt(algorithm, trl_alg, "algorithm", "algorithm")
+        alg = _adopt(algorithm, trl_alg, source, "algorithm", "algorithm")
         if alg.max_response_length is None and L is not None:
             alg = dataclasses.replace(alg, max_response_length=L)
     else:
         alg = _build_algorithm(alg_dict)
     if loss_config is not None:
-        loss = _adopt(loss_config, given_loss, "loss", "loss_config")
+        loss = _adopt(loss_config, given_loss, source, "loss", "loss_config")
         if loss.max_response_length is None and L is not None:
             loss = dataclasses.replace(loss, max_response_length=L)
     else:
         loss = LossConfig(**loss_dict)
+    resolve_policy_loss(alg.name, loss)  # the loss exists for this algorithm and reads every option set
     # notes only on what was resolved here: explicit AlgorithmConfig / LossConfig objects were the caller's choice
     notes = [n for n in default_differences(args, alg, loss)
              if (" loss." in n and loss_config is None) or (" algorithm." in n and not isinstance(algorithm, AlgorithmConfig))]

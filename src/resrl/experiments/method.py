@@ -54,7 +54,12 @@ def training_config(base: dict, label: str, output_dir: str | Path, save_steps: 
     """A method's `resrl train` configuration: the kind's `base` sections, the method's `algorithm`
     section (`label`: a registry name or a variant `name/key=value...`, `resrl.train.variants`),
     `train.output_dir`, checkpoints every `save_steps` updates (0: none), then `overrides` and the
-    variant's own training keys (`resrl/train.learning_rate=3e-5`) over it all."""
+    variant's own training keys (`resrl/train.learning_rate=3e-5`) over it all.
+
+    A checkpoint falls between generation rounds (TrainConfig.validate), so `save_steps` is rounded up
+    to a multiple of the method's updates per round (a variant's `train.update_prompts=4` gives 4 of
+    16 prompts: every 12 updates for save_steps 10); a `checkpoint.save_steps` the overrides or the
+    variant give is theirs, as given."""
     import copy
 
     from resrl.train.config import config_from_dict
@@ -66,7 +71,12 @@ def training_config(base: dict, label: str, output_dir: str | Path, save_steps: 
     data["algorithm"] = variant.algorithm_section()
     data.setdefault("train", {})["output_dir"] = str(output_dir)
     data["checkpoint"] = {**data.get("checkpoint", {}), "save_steps": save_steps}
-    return config_from_dict(apply_overrides(data, [*overrides, *variant.overrides]))
+    keys = [*overrides, *variant.overrides]
+    config = config_from_dict(apply_overrides(data, keys))
+    if save_steps and "checkpoint.save_steps" not in {k.split("=", 1)[0].strip() for k in keys}:
+        per_round = max(1, config.updates_per_round)
+        config.checkpoint.save_steps = -(-save_steps // per_round) * per_round
+    return config
 
 
 def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_fn=None,

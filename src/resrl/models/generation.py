@@ -23,6 +23,10 @@ import contextlib
 from typing import Any, Iterator
 
 TOKEN_ID_FIELDS = ("bos_token_id", "eos_token_id", "pad_token_id", "decoder_start_token_id")
+# GenerationConfig fields that shape what generate returns or how it caches, not which tokens it samples
+OUTPUT_FIELDS = ("use_cache", "output_attentions", "output_hidden_states", "output_scores", "output_logits",
+                 "return_dict_in_generate", "cache_implementation", "cache_config", "disable_compile",
+                 "compile_config")
 
 
 def sampling_config(*, temperature: float, top_p: float = 1.0, top_k: int | None = 0, min_p: float | None = None,
@@ -74,6 +78,23 @@ def model_defaults_hidden(model) -> Iterator[Any]:
             m.generation_config = cfg
 
 
+def model_defaults_dropped(model, generation_config) -> dict[str, Any]:
+    """The settings of the model's own `generation_config` that `generation_config` (e.g. TRL's) leaves
+    unset: what `model.generate(generation_config=...)` would fill in from the model (transformers 5.x
+    merges every field left None), and what `model_defaults_hidden` drops. Token ids are kept by
+    `model_defaults_hidden`, so they are not listed. {field: the model's value}."""
+    theirs = generation_config.to_dict() if generation_config is not None else {}
+    dropped = {}
+    for m in _owners(model):
+        for key, value in m.generation_config.to_dict().items():
+            if key.startswith("_") or key == "transformers_version" or key in TOKEN_ID_FIELDS + OUTPUT_FIELDS \
+                    or value is None:
+                continue
+            if theirs.get(key) is None:
+                dropped.setdefault(key, value)
+    return dropped
+
+
 def generate_with(model, generation_config, **inputs):
     """`model.generate(**inputs, generation_config=generation_config)` with the model's own
     generation defaults hidden (`model_defaults_hidden`)."""
@@ -81,4 +102,4 @@ def generate_with(model, generation_config, **inputs):
         return model.generate(**inputs, generation_config=generation_config)
 
 
-__all__ = ["sampling_config", "model_defaults_hidden", "generate_with", "TOKEN_ID_FIELDS"]
+__all__ = ["sampling_config", "model_defaults_hidden", "model_defaults_dropped", "generate_with", "TOKEN_ID_FIELDS"]

@@ -196,81 +196,47 @@ def _core_section(name: str):
     return LossConfig
 
 
-# GRPOConfig / TrainingArguments fields set from the sections above: a `trl:` key naming one of
-# them is refused with the project key to use instead.
-TRL_OWNED_FIELDS = {
-    "output_dir": "train.output_dir", "seed": "train.seed", "max_steps": "train.max_steps",
-    "num_train_epochs": "train.max_steps", "learning_rate": "train.learning_rate",
-    "lr_scheduler_type": "train.lr_scheduler", "warmup_steps": "train.warmup_steps",
-    "warmup_ratio": "train.warmup_steps", "weight_decay": "train.weight_decay", "adam_beta1": "train.adam_beta1",
-    "adam_beta2": "train.adam_beta2", "max_grad_norm": "train.max_grad_norm",
-    "per_device_train_batch_size": "train.micro_batch_size", "gradient_accumulation_steps": "train.update_prompts",
-    "steps_per_generation": "train.rollout_prompts", "generation_batch_size": "train.rollout_prompts",
-    "num_generations": "train.group_size", "num_iterations": "train.num_iterations",
-    "max_completion_length": "train.max_completion_length", "max_prompt_length": "train.max_prompt_length",
-    "temperature": "train.temperature", "top_p": "train.top_p", "bf16": "train.bf16", "use_cpu": "train.use_cpu",
-    "beta": "loss.kl_coef", "epsilon": "loss.clip_eps_low", "epsilon_high": "loss.clip_eps_high",
-    "loss_type": "loss.agg", "entropy_coef": "loss.entropy_coef", "use_adaptive_entropy": "loss.entropy_coef",
-    "use_bias_correction_kl": "loss.kl_estimator", "delta": "loss.dual_clip_c",
-    "importance_sampling_level": "loss.importance_sampling_level",
-    "top_entropy_quantile": "loss.top_entropy_quantile",
-    "scale_rewards": "algorithm.scale_rewards", "reward_weights": "reward.function",
-    "gradient_checkpointing": "model.gradient_checkpointing", "logging_steps": "log.logging_steps",
-    "report_to": "log.report_to", "log_completions": "log.log_completions", "disable_tqdm": "log.progress",
-    "save_strategy": "checkpoint.save_steps", "save_steps": "checkpoint.save_steps",
-    "save_total_limit": "checkpoint.save_total_limit",
-}
+# GRPOConfig / TrainingArguments fields set from the sections above (engines/trl_fields.MAPPINGS, the
+# one mapping table): `trl.<field>` of the same meaning as a resrl key is moved onto it (TRL_KEY_MAP,
+# logged, value translated where the two spell it differently); the others differ in meaning (batch
+# layout, epochs, ratios) and are refused naming the key to use (TRL_OWNED_FIELDS).
+from resrl.engines.trl_fields import trl_key_map as _trl_key_map  # noqa: E402
+from resrl.engines.trl_fields import trl_owned_fields as _trl_owned_fields  # noqa: E402
 
-
-# `trl.<key>` names with one resrl key of the same meaning: mapped onto it (value translated where
-# the two spell it differently), with a log line naming the key. The other TRL_OWNED_FIELDS differ
-# in meaning (batch layout, epochs, ratios) and stay refused, naming the key to use.
-def _loss_type(value):
-    from resrl.engines.trl_fields import LOSS_TYPE_AGG
-
-    if value not in LOSS_TYPE_AGG:
-        raise ConfigError(f"config key 'trl.loss_type': {value!r} has no resrl equivalent: use one of "
-                          f"{sorted(LOSS_TYPE_AGG)} or set loss.agg")
-    return LOSS_TYPE_AGG[value]
-
-
-TRL_KEY_MAP: dict[str, tuple[str, Any]] = {
-    **{k: (f"train.{k}", None) for k in ("output_dir", "seed", "max_steps", "learning_rate", "warmup_steps",
-                                         "weight_decay", "adam_beta1", "adam_beta2", "max_grad_norm",
-                                         "num_iterations", "max_completion_length", "max_prompt_length",
-                                         "temperature", "top_p", "bf16", "use_cpu")},
-    "lr_scheduler_type": ("train.lr_scheduler", None), "num_generations": ("train.group_size", None),
-    "beta": ("loss.kl_coef", None), "epsilon": ("loss.clip_eps_low", None),
-    "epsilon_high": ("loss.clip_eps_high", None), "loss_type": ("loss.agg", _loss_type),
-    "importance_sampling_level": ("loss.importance_sampling_level", None),
-    "top_entropy_quantile": ("loss.top_entropy_quantile", None),
-    "scale_rewards": ("algorithm.scale_rewards", lambda v: {True: "group", False: "none"}.get(v, v)),
-    "gradient_checkpointing": ("model.gradient_checkpointing", None), "logging_steps": ("log.logging_steps", None),
-    "report_to": ("log.report_to", lambda v: [v] if isinstance(v, str) else v),
-    "log_completions": ("log.log_completions", None), "disable_tqdm": ("log.progress", lambda v: not v),
-    "save_steps": ("checkpoint.save_steps", None), "save_total_limit": ("checkpoint.save_total_limit", None),
-}
+TRL_OWNED_FIELDS: dict[str, str] = _trl_owned_fields()
+TRL_KEY_MAP = _trl_key_map()
 
 
 def map_trl_keys(data: dict) -> dict:
-    """Move every `trl.<key>` of TRL_KEY_MAP onto its resrl key (logged); a copy of `data`.
+    """Move every `trl.<key>` of TRL_KEY_MAP onto its resrl key(s) (logged); a copy of `data`.
     ConfigError when the resrl key is set too, to another value."""
     trl = data.get("trl")
     if not isinstance(trl, dict) or not any(k in TRL_KEY_MAP for k in trl):
         return data
     data = {k: (dict(v) if isinstance(v, dict) else v) for k, v in data.items()}
+    given = dict(data["trl"])
+
+    def get(name: str):  # another trl field (TRL's meaning of one can depend on another: loss_type cispo)
+        return given.get(name, TRL_KEY_MAP[name].trl_default)
+
     for key in [k for k in data["trl"] if k in TRL_KEY_MAP]:
-        target, translate = TRL_KEY_MAP[key]
         raw = data["trl"].pop(key)
-        value = translate(raw) if translate is not None else raw
-        section, name = target.split(".", 1)
-        node = data.setdefault(section, {}) or {}
-        data[section] = node
-        if name in node and node[name] != value:
-            raise ConfigError(f"config keys 'trl.{key}' ({raw!r}) and '{target}' ({node[name]!r}) disagree: "
-                              f"'trl.{key}' is TRL's name for '{target}'; set one")
-        node[name] = value
-        logger.warning("config key 'trl.%s' = %r is TRL's name for '%s': set %s = %r", key, raw, target, target, value)
+        try:
+            values = TRL_KEY_MAP[key].resrl_values(raw, get)
+        except ValueError as exc:
+            raise ConfigError(f"config key 'trl.{key}': {exc}") from exc
+        for target, value in values.items():
+            section, name = target.split(".", 1)
+            node = data.setdefault(section, {}) or {}
+            data[section] = node
+            if name in node and node[name] != value:
+                raise ConfigError(f"config keys 'trl.{key}' ({raw!r}) and '{target}' ({node[name]!r}) disagree: "
+                                  f"'trl.{key}' is TRL's name for '{target}' = {value!r}; set one")
+            node[name] = value
+        primary = TRL_KEY_MAP[key].key
+        named = sorted(values.items(), key=lambda kv: kv[0] != primary)  # its own key first
+        logger.warning("config key 'trl.%s' = %r is TRL's name for %s", key, raw,
+                       ", ".join(f"'{t}' = {v!r}" for t, v in named) or "nothing here (see its mapping)")
     return data
 
 
@@ -328,6 +294,12 @@ class TrainConfig:
     @property
     def update_prompts(self) -> int:
         return self.train.update_prompts or self.train.rollout_prompts
+
+    @property
+    def updates_per_round(self) -> int:
+        """Optimiser updates per generation round (rollout_prompts / update_prompts x num_iterations):
+        a checkpoint falls between rounds, so checkpoint.save_steps is a multiple of it."""
+        return self.train.rollout_prompts // self.update_prompts * self.train.num_iterations
 
     def micro_batch_size(self, num_processes: int = 1) -> int:
         per_update = self.update_prompts * self.train.group_size
@@ -395,7 +367,7 @@ class TrainConfig:
             raise ConfigError(f"config key 'train.learning_rate' must be > 0, got {t.learning_rate}")
         if self.checkpoint.save_steps < 0:
             raise ConfigError("config key 'checkpoint.save_steps' must be >= 0")
-        updates_per_round = t.rollout_prompts // self.update_prompts * t.num_iterations
+        updates_per_round = self.updates_per_round
         if self.checkpoint.save_steps and self.checkpoint.save_steps % updates_per_round:
             raise ConfigError(
                 f"config key 'checkpoint.save_steps' ({self.checkpoint.save_steps}) must be a multiple of the "
@@ -412,14 +384,19 @@ class TrainConfig:
         for name in self.log.report_to:
             if name not in ("tensorboard", "wandb", "none"):
                 raise ConfigError(f"config key 'log.report_to' accepts tensorboard, wandb, none; got {name!r}")
-        spec = ALGORITHMS[a.name]
         if a.name == "passk" and a.passk_k >= t.group_size:
             raise ConfigError(f"config key 'algorithm.passk_k' = {a.passk_k} must be < 'train.group_size' = "
                               f"{t.group_size}: Pass@k training scores the k-subsets of each group, and with "
                               "k = group size every response's advantage is 0")
-        if spec.policy_loss != "clipped-surrogate" and (self.loss.kl_coef > 0 or self.loss.entropy_coef > 0):
-            raise ConfigError(f"config keys 'loss.kl_coef' / 'loss.entropy_coef' must be 0 for algorithm {a.name!r}: "
-                              f"its loss ({spec.policy_loss}) has no separate KL or entropy term")
+        from resrl.core.registry import resolve_policy_loss
+
+        try:  # the policy loss (loss.policy_loss or the algorithm's own) and the options it reads
+            resolve_policy_loss(a.name, self.loss)
+        except ValueError as exc:
+            import re
+
+            match = re.search(r"LossConfig\.(\w+)", str(exc))
+            raise ConfigError(f"config key 'loss.{match.group(1) if match else 'policy_loss'}': {exc}") from exc
         if self.model.trainable_layers is not None:
             if self.model.trainable_layers < 1:
                 raise ConfigError(f"config key 'model.trainable_layers' must be >= 1 (or null: every parameter "

@@ -89,50 +89,30 @@ def launched_world_size() -> int:
 
 
 def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
-    """TrainConfig -> trl.GRPOConfig (batch shape, optimiser, sampling, logging, checkpoints), then
-    the `trl:` section's fields on top (validated: none of them is a field set here)."""
+    """TrainConfig -> trl.GRPOConfig: the fields the run's keys set (engines/trl_fields.MAPPINGS, the one
+    GRPOConfig <-> resrl table), the ones computed here (batch shape, device, checkpointing, saving),
+    then the `trl:` section's fields on top (validated: none of them is a field set here)."""
     from trl import GRPOConfig
 
+    from resrl.engines.trl_fields import grpo_config_values
     from resrl.models.checkpointing import checkpointing_args
 
-    t, G = config.train, config.train.group_size
+    def get(key: str):
+        node = config
+        for part in key.split("."):
+            node = getattr(node, part)
+        return node
+
     micro, accumulation, per_round = config.trl_batch_shape(num_processes)
-    report_to = [r for r in config.log.report_to if r != "none"]
-    save_steps = config.checkpoint.save_steps
     ours = dict(
-        output_dir=t.output_dir,
-        seed=t.seed,
-        max_steps=t.max_steps,
-        learning_rate=t.learning_rate,
-        lr_scheduler_type=t.lr_scheduler,
-        warmup_steps=t.warmup_steps,
-        weight_decay=t.weight_decay,
-        adam_beta1=t.adam_beta1,
-        adam_beta2=t.adam_beta2,
-        max_grad_norm=t.max_grad_norm,
+        **grpo_config_values(get),  # (beta: TRL builds and runs a reference model only when beta != 0)
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accumulation,
         steps_per_generation=per_round,
-        num_generations=G,
-        num_iterations=t.num_iterations,
-        max_completion_length=t.max_completion_length,
-        temperature=t.temperature,
-        top_p=t.top_p,
-        # TRL builds and runs a reference model only when beta != 0; our loss reads its log-probs
-        beta=config.loss.kl_coef,
-        epsilon=config.loss.clip_eps_low,
-        epsilon_high=config.loss.clip_eps_high,
         use_bias_correction_kl=False,  # resrl.core.loss's KL has no ratio correction (engines/trl_fields.py)
         **checkpointing_args(config.model.gradient_checkpointing),
-        bf16=t.bf16,
         use_cpu=use_cpu,
-        logging_steps=config.log.logging_steps,
-        report_to=report_to or "none",
-        log_completions=config.log.log_completions,
-        disable_tqdm=not config.log.progress,
-        save_strategy="steps" if save_steps else "no",
-        save_steps=save_steps or 500,
-        save_total_limit=config.checkpoint.save_total_limit,
+        save_strategy="steps" if config.checkpoint.save_steps else "no",
         shuffle_dataset=True,
         # a causal LM uses every parameter in each forward: skip DDP's unused-parameter search
         ddp_find_unused_parameters=False,

@@ -23,6 +23,11 @@ outcome-reward convention: the score sits on the last token). Options come from 
 rank (`weights.py`, `worker.py`), passed as `resrl_multiplier` (B, T) with `resrl_positive` (B,)
 or, in a veRL job, made pending by the `resrl` trainer (`trainer.py`, `pending_multiplier`).
 Without it the estimator raises: it never silently falls back to plain GRPO.
+
+Policy losses (losses.py): veRL has the clipped surrogate, CISPO, SAPO, Clip-Cov and KL-Cov itself
+(`actor_rollout_ref.actor.policy_loss.loss_mode=vanilla|cispo|sapo|clip_cov|kl_cov`); the core's
+terms veRL lacks (VESPO) are registered here with veRL's `register_policy_loss`, each resrl.core's
+per-token term aggregated by veRL's own `agg_loss`.
 """
 
 from __future__ import annotations
@@ -33,10 +38,11 @@ from contextvars import ContextVar
 import torch
 from torch import Tensor
 from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.core_algos import register_adv_est
+from verl.trainer.ppo.core_algos import register_adv_est, register_policy_loss
 
 from ...core import advantages as A
 from .algorithms import estimator_advantages, group_ids, plugin_estimators, sequence_rewards, verl_catalog
+from .losses import plugin_token_losses, verl_losses
 from .weights import apply_multiplier
 
 ESTIMATORS = plugin_estimators()   # from the core registry (algorithms.verl_catalog), never a hand-written list
@@ -97,6 +103,34 @@ def _register_catalog() -> None:
             register_adv_est(entry.verl_name)(_make_refusal(entry))
 
 
+def _make_policy_loss(entry):
+    """veRL's policy loss `entry.verl_name`: resrl.core's per-token term (losses.plugin_token_losses),
+    aggregated by veRL's agg_loss over its global batch (as veRL's own losses are)."""
+    def compute_policy_loss(old_log_prob: Tensor, log_prob: Tensor, advantages: Tensor, response_mask: Tensor,
+                            loss_agg_mode: str = "token-mean", config=None, rollout_is_weights: Tensor | None = None):
+        if config is None:
+            raise ValueError(f"policy loss {entry.verl_name!r} needs veRL's actor config")
+        low = config.clip_ratio_low if config.clip_ratio_low is not None else config.clip_ratio
+        high = config.clip_ratio_high if config.clip_ratio_high is not None else config.clip_ratio
+        pg_losses, metrics = plugin_token_losses(entry.name, old_log_prob, log_prob, advantages, response_mask,
+                                                 low, high, rollout_is_weights)
+        pg_loss = core_algos.agg_loss(loss_mat=pg_losses, loss_mask=response_mask, loss_agg_mode=loss_agg_mode,
+                                      **config.global_batch_info)
+        return pg_loss, metrics
+
+    compute_policy_loss.__name__ = compute_policy_loss.__qualname__ = f"compute_policy_loss_{entry.verl_name}"
+    compute_policy_loss.__doc__ = f"{entry.name}: resrl.core.loss's term, veRL's aggregation."
+    return compute_policy_loss
+
+
+def _register_losses() -> None:
+    """The losses of the core registry veRL lacks (losses.verl_losses, kind "plugin"), unless veRL has the name."""
+    taken = getattr(core_algos, "POLICY_LOSS_REGISTRY", {})
+    for entry in verl_losses().values():
+        if entry.kind == "plugin" and entry.verl_name not in taken:
+            register_policy_loss(entry.verl_name)(_make_policy_loss(entry))
+
+
 @register_adv_est("resrl")
 def compute_resrl_advantage(token_level_rewards: Tensor, response_mask: Tensor, index=None, config=None,
                             resrl_multiplier: Tensor | None = None, resrl_positive: Tensor | None = None,
@@ -124,3 +158,4 @@ def compute_resrl_advantage(token_level_rewards: Tensor, response_mask: Tensor, 
 
 
 _register_catalog()
+_register_losses()
