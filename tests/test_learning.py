@@ -278,6 +278,20 @@ def _option_acted(option: str, metrics: list[dict]) -> str:
 
 # (option, algorithm) -> (optimiser updates, end value at seed 0, [seeds 1-4], threshold), as EXPECTED_LOSSES
 # (scripts/measure_learning_seeds.py options measures them).
+#
+# Planted bugs (scripts/plant_learning_bugs.py -k with_each_loss_option PLANT), seed 0, end values in the
+# order delta grpo, off-policy-mask grpo / resrl, entropy-bonus grpo:
+#     advantage sign flipped, first half of the rows  all 4 fail: .019, .235 .173, .001
+#     response mask shifted right by one token         all 4 fail: .244, .267 .224, .181
+#     rewards zero                                     all 4 fail: .245, .245 .245, .008 (the bonus alone
+#                                                      spreads the choice)
+#     rewards rolled by one row                        all 4 fail: .047, .101 .117, .003
+#     the loss term's sign flipped, first half of the  all 4 fail: .210, .266 .315, .000
+#       rows (resrl/core/loss.py)
+#     old log-probs from the wrong rows                2 fail (off-policy-mask resrl .000, entropy-bonus .004);
+#                                                      delta grpo .611 and off-policy-mask grpo .695 pass
+# Not caught, reported: the options that read π_old (δ, the mask) learn with GRPO from old log-probs of the
+# wrong rows, delta only just above its threshold (.611 against 0.60, which the seed spread does not let rise).
 EXPECTED_OPTIONS = {
     ("delta", "grpo"): (40, 0.768, [0.738, 0.723, 0.745, 0.720], 0.60),
     ("off-policy-mask", "grpo"): (40, 0.832, [0.818, 0.802, 0.825, 0.811], 0.65),
