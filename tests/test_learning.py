@@ -223,17 +223,25 @@ EXPECTED_LOSSES = {
 
 @pytest.mark.parametrize("loss,algorithm", list(EXPECTED_LOSSES), ids=[f"{a}-{b}" for a, b in EXPECTED_LOSSES])
 def test_rewarded_choice_becomes_more_likely_with_each_loss(loss, algorithm, warm_model, tmp_path):
+    _assert_single_turn_rises(f"{loss} / {algorithm}", algorithm, EXPECTED_LOSSES[loss, algorithm],
+                              LOSS_SETTINGS[loss], warm_model, tmp_path)
+
+
+def _assert_single_turn_rises(name: str, algorithm: str, expected: tuple, extra, warm_model, tmp_path,
+                              on_log=None) -> None:
+    """The single-turn check with `extra` settings: P(rewarded choice) from START to at least the
+    threshold of `expected` = (updates, end value at seed 0, [seeds 1-4], threshold)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    steps, measured, other_seeds, threshold = EXPECTED_LOSSES[loss, algorithm]
+    steps, measured, other_seeds, threshold = expected
     tokenizer = AutoTokenizer.from_pretrained(warm_model)
-    model, contexts = train_layout("single-turn", algorithm, warm_model, tmp_path / "out", steps,
-                                   extra=LOSS_SETTINGS[loss])
+    model, contexts = train_layout("single-turn", algorithm, warm_model, tmp_path / "out", steps, extra=extra,
+                                   on_log=on_log)
     start = choice_probability(AutoModelForCausalLM.from_pretrained(warm_model), tokenizer, contexts)
     end = choice_probability(model, tokenizer, contexts)
-    print(f"{loss} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} (threshold {threshold})")
+    print(f"{name}: P(rewarded choice) {start:.3f} -> {end:.3f} (threshold {threshold})")
     assert start == pytest.approx(START, abs=0.02)
-    assert end >= threshold, (f"{loss} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} after {steps} "
+    assert end >= threshold, (f"{name}: P(rewarded choice) {start:.3f} -> {end:.3f} after {steps} "
                               f"updates; needs >= {threshold} (measured {measured} at seed 0, {other_seeds} at 1-4)")
 
 
@@ -302,17 +310,7 @@ EXPECTED_OPTIONS = {
 
 @pytest.mark.parametrize("option,algorithm", list(EXPECTED_OPTIONS), ids=[f"{a}-{b}" for a, b in EXPECTED_OPTIONS])
 def test_rewarded_choice_becomes_more_likely_with_each_loss_option(option, algorithm, warm_model, tmp_path):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    steps, measured, other_seeds, threshold = EXPECTED_OPTIONS[option, algorithm]
-    tokenizer = AutoTokenizer.from_pretrained(warm_model)
     metrics: list[dict] = []
-    model, contexts = train_layout("single-turn", algorithm, warm_model, tmp_path / "out", steps,
-                                   extra=OPTION_SETTINGS[option], on_log=metrics.append)
-    start = choice_probability(AutoModelForCausalLM.from_pretrained(warm_model), tokenizer, contexts)
-    end = choice_probability(model, tokenizer, contexts)
-    print(f"{option} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} (threshold {threshold})")
+    _assert_single_turn_rises(f"{option} / {algorithm}", algorithm, EXPECTED_OPTIONS[option, algorithm],
+                              OPTION_SETTINGS[option], warm_model, tmp_path, on_log=metrics.append)
     print(f"{option} / {algorithm}: the option acted: {_option_acted(option, metrics)}")
-    assert start == pytest.approx(START, abs=0.02)
-    assert end >= threshold, (f"{option} / {algorithm}: P(rewarded choice) {start:.3f} -> {end:.3f} after {steps} "
-                              f"updates; needs >= {threshold} (measured {measured} at seed 0, {other_seeds} at 1-4)")
