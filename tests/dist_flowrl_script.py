@@ -13,6 +13,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(1)
 
+from dist_train_script import finish  # noqa: E402
 from train_helpers import length_reward, overrides, toy_dataset  # noqa: E402
 
 from resrl.engines.trl import LOG_Z_ATTR  # noqa: E402
@@ -42,10 +43,7 @@ def main() -> int:
         for name, good in checks.items():
             print(f"CHECK {name} {'ok' if good else 'FAIL'}", flush=True)
             ok &= good
-    flags = [torch.zeros(1) for _ in range(world)]
-    dist.all_gather(flags, torch.tensor([float(ok)]))
-    dist.destroy_process_group()
-    return 0 if all(f.item() == 1.0 for f in flags) else 1
+    return finish(ok)
 
 
 if __name__ == "__main__":

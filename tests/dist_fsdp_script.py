@@ -37,7 +37,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(1)
 
-from dist_train_script import check, equal_length_dataset  # noqa: E402
+from dist_train_script import check, equal_length_dataset, finish  # noqa: E402
 from fsdp_cpu import enable_fsdp_on_cpu  # noqa: E402
 from train_helpers import length_reward, overrides  # noqa: E402
 
@@ -217,10 +217,7 @@ def main() -> int:
         moved = max((full[i] - initial[n]).abs().max().item() for i, n in enumerate(names))
         ok &= check("params", diff < 1e-5 and moved > 1e-3,
                     f"max |FSDP2 two-process - single-process| = {diff:.2e}, update size {moved:.2e}")
-    flags = [torch.zeros(1) for _ in range(world)]
-    dist.all_gather(flags, torch.tensor([float(ok)]))
-    dist.destroy_process_group()
-    return 0 if all(f.item() == 1.0 for f in flags) else 1
+    return finish(ok)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import torch.distributed as dist
 sys.path.insert(0, str(Path(__file__).parent))
 torch.set_num_threads(1)
 
+from dist_train_script import finish  # noqa: E402
 from train_helpers import length_reward, overrides, toy_dataset  # noqa: E402
 
 from resrl.core.registry import AdvantageInputs, compute_ppo_targets  # noqa: E402
@@ -82,10 +83,7 @@ def main() -> int:
             good = all(r[i].item() == 1.0 for r in results)
             print(f"CHECK {name} {'ok' if good else 'FAIL'}", flush=True)
             ok &= good
-    flags = [torch.zeros(1) for _ in range(world)]
-    dist.all_gather(flags, torch.tensor([float(ok)]))
-    dist.destroy_process_group()
-    return 0 if all(f.item() == 1.0 for f in flags) else 1
+    return finish(ok)
 
 
 if __name__ == "__main__":

@@ -55,6 +55,15 @@ def check(name: str, ok: bool, detail: str = "") -> bool:
     return ok
 
 
+def finish(ok: bool) -> int:
+    """Every rank's verdict gathered, the process group closed, the exit code: 0 only when every rank passed.
+    Every dist_*_script ends with it."""
+    flags = [torch.zeros(1) for _ in range(dist.get_world_size())]
+    dist.all_gather(flags, torch.tensor([float(ok)]))
+    dist.destroy_process_group()  # before exit: left to interpreter shutdown it can abort the process
+    return 0 if all(f.item() == 1.0 for f in flags) else 1
+
+
 def main() -> int:
     model_dir, out_dir = sys.argv[1], sys.argv[2]
     rounds, micro_batches = [], []
@@ -138,10 +147,7 @@ def main() -> int:
         same = all(torch.equal(a, b) for a, b in zip(everything[0]["params"], everything[1]["params"]))
         ok &= check("params", same and diff < 1e-5 and moved > 1e-3,
                     f"max |two-process - single-process| = {diff:.2e}, update size {moved:.2e}, ranks equal {same}")
-    flags = [torch.zeros(1) for _ in range(world)]
-    dist.all_gather(flags, torch.tensor([float(ok)]))
-    dist.destroy_process_group()  # before exit: left to interpreter shutdown it can abort the process
-    return 0 if all(f.item() == 1.0 for f in flags) else 1
+    return finish(ok)
 
 
 if __name__ == "__main__":
