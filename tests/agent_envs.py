@@ -27,6 +27,22 @@ def make_faulty_env(prompt, history_window: int = 2, **_):
     return FaultyEnv(prompt, history_window=history_window)
 
 
+BULK = 64 * 1024  # characters: a few such messages fill a pipe's buffer (about 200 KB on Linux)
+
+
+class BulkyEnv(CorridorEnv):
+    """The corridor whose step prompt carries BULK characters of padding."""
+
+    def step_prompt(self):
+        messages = super().step_prompt()
+        return [{"role": "user", "content": messages[0]["content"] + "\n" + "x" * BULK}]
+
+
+def make_bulky_env(prompt, **_):
+    """prompt: {"game": a corridor game, "pad": anything (the request's own bulk)}."""
+    return BulkyEnv(prompt["game"])
+
+
 def make_broken_env(prompt, **_):
     raise ValueError("cannot build this game")
 

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from agent_envs import make_broken_env, make_faulty_env
+from agent_envs import BULK, make_broken_env, make_bulky_env, make_faulty_env
 from agent_helpers import ScriptedPolicy, build_agent_model, write_games
 
 from resrl.engines.multiturn import ChatRenderer
@@ -55,6 +55,29 @@ def test_pool_failures_end_only_the_failing_trajectory():
         assert r[0].error == "env_ended"
         assert r[1].ok and r[1].value["done"] and r[1].value["info"]["won"] is True
         assert not r[2].ok and r[2].error.startswith("env_error: RuntimeError: boom")
+
+
+def test_pool_with_more_bulk_than_a_pipe_holds_does_not_deadlock():
+    """64 resets of 64 KB each way per call (an evaluation of a few hundred goals sends as much): a
+    parent that sent a worker its whole queue before reading blocked on a full pipe while the worker
+    blocked writing its replies into the other full pipe, forever (seen in a WebShop evaluation)."""
+    import threading
+
+    prompts = [{"game": game(3, 2, "a"), "pad": "y" * BULK} for _ in range(64)]
+    out = {}
+
+    def calls():
+        with EnvPool(make_bulky_env, num_workers=2, step_timeout_s=60.0) as pool:
+            out["reset"] = pool.reset(prompts)
+            out["step"] = pool.step(list(range(64)), ["<action>go right</action>"] * 64)
+
+    t = threading.Thread(target=calls, daemon=True)
+    t.start()
+    t.join(240)
+    assert not t.is_alive(), "EnvPool deadlocked on bulky requests and replies"
+    # every request and reply really was bulky: 32 x 64 KB each way per worker, far over a pipe's buffer
+    assert len(out["reset"]) == 64 and all(r.ok and len(r.value["messages"][0]["content"]) > BULK for r in out["reset"])
+    assert all(r.ok and r.value["anchor"].startswith("You are in room 1") for r in out["step"])
 
 
 def test_pool_factory_errors_are_replies():

@@ -30,12 +30,14 @@ import logging
 import multiprocessing as mp
 import pickle
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 logger = logging.getLogger(__name__)
 
 ERROR_LIMIT = 500  # characters of an environment's exception message kept
+IN_FLIGHT = 4  # requests sent to a worker before its first reply is read (EnvPool._run: no pipe deadlock)
 
 
 class EnvPoolStartError(RuntimeError):
@@ -225,52 +227,56 @@ class EnvPool:
         return self._recv(w, self.step_timeout_s)
 
     def _run(self, requests: Sequence[tuple[int, str, Any]]) -> list[EnvReply]:
+        """Every request answered, in order per worker. At most IN_FLIGHT requests are sent to a worker
+        before its first unread reply is read: a worker blocked writing replies into a full pipe stops
+        reading, so a parent that sent its whole queue first (a 480-goal evaluation's resets) blocked
+        writing too, and both waited forever. Workers still run in parallel, IN_FLIGHT requests ahead."""
         replies: list[EnvReply | None] = [None] * len(requests)
-        by_worker: dict[int, list[int]] = {}
+        queued: dict[int, deque[int]] = {}
         for i, (eid, _, _) in enumerate(requests):
             if eid in self._ended:
                 replies[i] = EnvReply(False, error="env_ended")
             else:
-                by_worker.setdefault(eid % self.num_workers, []).append(i)
-        pending: dict[int, list[int]] = {}
-        for w, idxs in by_worker.items():  # every worker gets its whole queue at once: they run in parallel
+                queued.setdefault(eid % self.num_workers, deque()).append(i)
+        sent: dict[int, deque[int]] = {w: deque() for w in queued}  # sent, reply not read yet
+
+        def send_more(w: int) -> None:
+            while queued[w] and len(sent[w]) < IN_FLIGHT:
+                i = queued[w].popleft()
+                eid, cmd, arg = requests[i]
+                if eid in self._ended:  # ended by a failed replay after its worker was restarted
+                    replies[i] = EnvReply(False, error=self._ended[eid])
+                    continue
+                sent[w].append(i)
+                if not self._send(w, (cmd, eid, arg)):
+                    return  # the worker died: this request's reply reads as a crash below
+
+        for w in queued:
             if self._workers[w] is not None and not self._workers[w][0].is_alive():
                 logger.warning("EnvPool: worker %d died between calls; restarting it", w)
                 self._restart_and_replay(w)
-            for i in idxs:
-                eid, cmd, arg = requests[i]
-                if not self._send(w, (cmd, eid, arg)):
-                    break  # the worker died: the first unanswered request reads as a crash below
-            pending[w] = idxs
-        for w, idxs in pending.items():
-            k = 0
-            while k < len(idxs):
-                i = idxs[k]
+            send_more(w)
+        while any(sent.values()):
+            for w in [w for w in sent if sent[w]]:  # one reply from each busy worker in turn
+                i = sent[w].popleft()
                 eid, cmd, arg = requests[i]
                 status, value = self._recv(w, self.step_timeout_s)
                 if status == "ok":
                     self._record(eid, cmd, arg)
                     replies[i] = EnvReply(True, value)
-                    k += 1
-                    continue
-                if status == "error":
-                    reason = value
                 else:
-                    reason = "env_step_timeout" if status == "timeout" else "env_worker_crashed"
-                self._ended[eid] = reason
-                replies[i] = EnvReply(False, error=reason)
-                logger.warning("EnvPool: env %d (%s) ended: %s", eid, cmd, reason)
-                k += 1
-                if status in ("timeout", "crash"):
-                    self._restart_and_replay(w)
-                    rest = [j for j in idxs[k:] if requests[j][0] not in self._ended]
-                    for j in idxs[k:]:
-                        if requests[j][0] in self._ended:
-                            replies[j] = EnvReply(False, error=self._ended[requests[j][0]])
-                    for j in rest:
-                        e, c, a = requests[j]
-                        self._send(w, (c, e, a))
-                    idxs = idxs[:k] + rest
+                    reason = value if status == "error" else (
+                        "env_step_timeout" if status == "timeout" else "env_worker_crashed")
+                    self._ended[eid] = reason
+                    replies[i] = EnvReply(False, error=reason)
+                    logger.warning("EnvPool: env %d (%s) ended: %s", eid, cmd, reason)
+                    if status in ("timeout", "crash"):
+                        # the requests sent after it went to the dead worker: send them again to the
+                        # fresh one, which first rebuilds the worker's live envs by replay
+                        self._restart_and_replay(w)
+                        queued[w].extendleft(reversed(sent[w]))
+                        sent[w].clear()
+                send_more(w)
         return [r if r is not None else EnvReply(False, error="env_ended") for r in replies]
 
     # ---- public API -----------------------------------------------------------------------------
