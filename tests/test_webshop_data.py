@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from resrl.errors import DataError, InputError
-from resrl.tasks.webshop.data import PACKAGED, load_catalog, load_goal_rows, parse_spec
+from resrl.tasks.webshop.data import PACKAGED, PACKAGED_SETS, load_catalog, load_goal_rows, parse_spec
 
 # two products as WebShop's items_shuffle.json holds them (fields of its scraped rows; values made up)
 REAL_ROWS = [
@@ -146,14 +146,18 @@ def test_the_generator_writes_webshop_format_byte_identical_per_seed(tmp_path):
             "product_category", "customization_options"} <= set(row)
 
 
-def test_the_packaged_catalog_is_the_generators_output(tmp_path):
+@pytest.mark.parametrize("name", sorted(PACKAGED_SETS))
+def test_the_packaged_catalog_is_the_generators_output(tmp_path, name):
     from resrl.tasks.webshop.generator import GeneratorConfig, generate
 
-    manifest = json.loads((PACKAGED / "resrl_webshop.json").read_text())
+    folder = PACKAGED_SETS[name]
+    manifest = json.loads((folder / "resrl_webshop.json").read_text())
     generate(tmp_path, seed=manifest["seed"], config=GeneratorConfig(**manifest["config"]))
-    for name in ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json", "resrl_webshop.json"):
-        assert (tmp_path / name).read_bytes() == (PACKAGED / name).read_bytes(), name
-    assert sum(f.stat().st_size for f in PACKAGED.iterdir()) < 200_000  # small: KBs, not a data set
+    for file in ("items_shuffle.json", "items_ins_v2.json", "items_human_ins.json", "resrl_webshop.json"):
+        assert (tmp_path / file).read_bytes() == (folder / file).read_bytes(), (name, file)
+    assert sum(f.stat().st_size for f in folder.iterdir()) < 600_000  # small: KBs, not a data set
+    rows = load_goal_rows(f"{name}:test")  # its data set name loads, with its own catalog and label
+    assert Path(rows[0]["catalog"]) == folder.resolve() and rows[0]["id"].startswith(f"{name}/test/")
 
 
 def test_generated_option_values_never_fuzzy_match_each_other():

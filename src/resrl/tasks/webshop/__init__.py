@@ -13,8 +13,7 @@ Importing this package needs nothing beyond resrl (rapidfuzz is imported when a 
 """
 
 from resrl.tasks.registry import EnvSpec, Evaluator, TaskFamily
-
-PREFIXES = ("webshop:", "webshop-small:")
+from resrl.tasks.webshop.data import SPEC_PREFIXES as PREFIXES  # stdlib only: 'webshop:', the packaged sets
 
 
 def _games(spec: str, limit: int | None = None) -> list[dict]:

@@ -31,7 +31,8 @@ Bad input gives one `DataError` naming the file, the row (index and asin) and th
 Data set names (`--data`, `data.train`):
     webshop:DIR:SPLIT       the WebShop-format files in DIR (SPLIT: train | dev | test; also eval = dev)
     webshop:SPLIT           the files in $WEBSHOP_DATA (WebShop's data/ folder)
-    webshop-small:SPLIT     the small generated catalog shipped in this package (tests, the demo)
+    webshop-small:SPLIT     the small generated catalog shipped in this package (tests)
+    webshop-medium:SPLIT    a larger generated catalog shipped in this package (the demo)
 """
 
 from __future__ import annotations
@@ -61,7 +62,14 @@ GOAL_SHUFFLE_SEED = 233  # goal order: WebShop's SimServer shuffles its goals af
 NO_CEILING = 1_000_000.0  # goal.py's price_upper when no ceiling is drawn
 PRODUCT_KEYS = ("asin", "name", "full_description", "small_description", "images", "category", "query",
                 "product_category", "customization_options")
-PACKAGED = Path(__file__).resolve().parent / "packaged"
+# The generated catalogs shipped in the package, by data set name: their folder here. Each folder's
+# manifest (resrl_webshop.json) records the generator's seed and config, from which
+# tests/test_webshop_data.py regenerates it byte for byte.
+PACKAGED_SETS = {
+    "webshop-small": Path(__file__).resolve().parent / "packaged",           # 50 products, 200 goals
+    "webshop-medium": Path(__file__).resolve().parent / "packaged_medium",   # 200 products, 800 goals
+}
+PACKAGED = PACKAGED_SETS["webshop-small"]
 
 
 @dataclass(frozen=True)
@@ -391,8 +399,11 @@ def _load(root_s: str, goals: str, seed: int, stamp: tuple) -> Catalog:
 
 
 # ---- data set names -----------------------------------------------------------------------------
+SPEC_PREFIXES = ("webshop:", *(f"{name}:" for name in PACKAGED_SETS))
+
+
 def is_webshop_spec(spec) -> bool:
-    return str(spec).startswith(("webshop:", "webshop-small:"))
+    return str(spec).startswith(SPEC_PREFIXES)
 
 
 def _split(name: str, spec: str) -> str:
@@ -403,12 +414,15 @@ def _split(name: str, spec: str) -> str:
 
 
 def parse_spec(spec: str) -> tuple[Path, str, str]:
-    """'webshop:DIR:SPLIT' / 'webshop:SPLIT' / 'webshop-small:SPLIT' -> (folder, split, label)."""
+    """'webshop:DIR:SPLIT' / 'webshop:SPLIT' / 'webshop-small:SPLIT' (a PACKAGED_SETS name) -> (folder,
+    split, label)."""
     spec = str(spec)
-    if spec.startswith("webshop-small:"):
-        return PACKAGED, _split(spec[len("webshop-small:"):], spec), "webshop-small"
+    name, _, rest = spec.partition(":")
+    if name in PACKAGED_SETS:
+        return PACKAGED_SETS[name], _split(rest, spec), name
     if not spec.startswith("webshop:"):
-        raise InputError(f"not a WebShop data set: {spec!r} (webshop:DIR:SPLIT, webshop:SPLIT or webshop-small:SPLIT)")
+        raise InputError(f"not a WebShop data set: {spec!r} (webshop:DIR:SPLIT, webshop:SPLIT or "
+                         f"{' / '.join(n + ':SPLIT' for n in PACKAGED_SETS)})")
     rest = spec[len("webshop:"):]
     if ":" in rest:
         directory, name = rest.rsplit(":", 1)
@@ -445,4 +459,4 @@ def load_goal_rows(spec: str, limit: int | None = None, seed: int = 0) -> list[d
 
 __all__ = ["Product", "Goal", "Catalog", "load_catalog", "load_products", "parse_pricing", "product_prices",
            "human_goals", "synthetic_goals", "is_webshop_spec", "parse_spec", "dataset_label", "load_goal_rows",
-           "DATA_ENV", "SPLITS", "PACKAGED", "PRICE_RANGE", "NO_CEILING", "MANIFEST"]
+           "DATA_ENV", "SPLITS", "PACKAGED", "PACKAGED_SETS", "SPEC_PREFIXES", "PRICE_RANGE", "NO_CEILING", "MANIFEST"]
