@@ -13,8 +13,8 @@ def test_held_out_goals_ask_for_other_products_and_the_order_follows_the_seed():
 
     train, test, split = WebShopDemoConfig(seed=0).games()
     asins = lambda games: {json.loads(g)["goal"]["asin"] for g in games}  # noqa: E731
-    assert not asins(train) & asins(test) and split == {"train_products": 30, "test_products": 12}
-    assert len(train) == 120 and len(test) == 48
+    assert not asins(train) & asins(test) and split == {"train_products": 120, "test_products": 50}
+    assert len(train) == 480 and len(test) == 200
     other, _, _ = WebShopDemoConfig(seed=1).games()
     assert sorted(other) == sorted(train) and other != train  # the same goals, another order for behaviour cloning
 
@@ -28,16 +28,16 @@ def test_cloning_and_rl_goals_ask_for_different_products():
     cfg = WebShopDemoConfig(seed=0)
     train, test, _ = cfg.games()
     cloned, check, rl = cfg.phases(train)
-    assert (len(asins(cloned)), len(asins(rl))) == (20, 10) and (len(cloned), len(rl)) == (80, 40)
+    assert (len(asins(cloned)), len(asins(rl))) == (90, 30) and (len(cloned), len(rl)) == (360, 120)
     assert not asins(cloned) & asins(rl) and not asins(rl) & asins(test)
     assert set(check) <= set(rl) and len(check) == cfg.bc_dev_games
     assert sorted(cloned + rl) == sorted(train) and rl == [g for g in train if g in set(rl)]  # train's order
     other = WebShopDemoConfig(seed=1)
     assert asins(other.phases(other.games()[0])[0]) != asins(cloned)  # the seed picks the cloned products
     whole = WebShopDemoConfig(seed=0, bc_products=None)  # every goal cloned (the earlier demo)
-    assert whole.phases(train) == (train[:100], train[100:116], train)
-    with pytest.raises(ValueError, match="bc_products must be in 1..29"):
-        WebShopDemoConfig(bc_products=30).phases(train)
+    assert whole.phases(train) == (train[:400], train[400:416], train)
+    with pytest.raises(ValueError, match="bc_products must be in 1..119"):
+        WebShopDemoConfig(bc_products=120).phases(train)
 
 
 def test_expert_walkthroughs_are_compact_prompts_that_win():
@@ -76,4 +76,4 @@ def test_quick_webshop_demo_end_to_end(tmp_path, capsys):
     # RL trained on the goals of the products behaviour cloning did not see
     rl_goals = [json.loads(line)["problem"] for line in (out / "train_games.jsonl").read_text().splitlines()]
     quick = WebShopDemoConfig.quick()
-    assert rl_goals == quick.phases(quick.games()[0])[2] and summary["rl_games"] == len(rl_goals) == 40
+    assert rl_goals == quick.phases(quick.games()[0])[2] and summary["rl_games"] == len(rl_goals) == 120
