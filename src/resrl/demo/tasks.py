@@ -262,7 +262,7 @@ def _register_webshop() -> None:
     register_demo_task(DemoTask(
         name="webshop", title="WebShop-format shopping (step layout)", config=webshop_config,
         config_type=WebShopDemoConfig, experiment="steps",
-        summary="WebShop-format shopping on a small generated catalog (search, results, item page, options, buy "
+        summary="WebShop-format shopping on a generated catalog (webshop-medium; search, results, item page, options, buy "
                 "now; WebShop's score as reward): held-out goals ask for products no training goal does; "
                 "algorithms grpo,gigpo,empg,resrl by default"))
 

@@ -1,17 +1,17 @@
 """The WebShop demo task (`resrl demo --task webshop`): WebShop-format shopping as data. Run by the
 steps experiment kind (`resrl.experiments.kinds.StepsKind`), as the corridor (`--task agents`) is.
 
-1. goals: the small generated WebShop-format catalog shipped with the webshop family
-   (`webshop-small:train` / `webshop-small:test`: 50 products of 5 types, one per WebShop category,
-   200 template-written instructions; generated, NOT WebShop's data). The split is by target product, so the
+1. goals: a generated WebShop-format catalog shipped with the webshop family
+   (`webshop-medium:train` / `webshop-medium:test`: 200 products of 5 types, one per WebShop category,
+   800 template-written instructions; generated, NOT WebShop's data). The split is by target product, so the
    **held-out goals ask for products no training goal asks for**. The environment is the family's
    `env.name: webshop` (search, result pages, item pages, options, buy now; WebShop's reward, the
    score, as the step reward; success = score 1), with the compact prompt (instruction and page,
    no history) the tiny character model can read;
-2. the warm start: behaviour cloning on the family's scripted expert (`WebShopEnv.expert_action`)
-   on the first `bc_games` training goals, stopped when sampled success on `bc_dev_games` other
-   training goals reaches `bc_target` (as the corridor's: every seed starts RL from about the same
-   skill, with room);
+2. the warm start: behaviour cloning on the family's scripted expert (`WebShopEnv.expert_action`: search
+   the instruction's attributes and product type, click a product that can score 1, its options, buy)
+   on the goals of `bc_products` training products, stopped when sampled success on `bc_dev_games`
+   goals of the other training products reaches `bc_target` (else the best check is kept);
 3. RL per method with step-level rollouts (`env.layout: step`, EnvPool workers); every method
    trains on the same reward, nothing in the task is method-specific;
 4. evaluation on the held-out goals: success and score, greedy and sampled (`eval_samples` per goal).
