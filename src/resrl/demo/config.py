@@ -56,6 +56,9 @@ class RLConfig:
     # a checkpoint every N updates (the trainer's checkpoint.save_steps): a run killed while training resumes
     # from the newest one, bit for bit (`resrl.experiments.method.train`); 0: none (a killed run starts again)
     save_steps: int = 10
+    # steps whose models are kept and evaluated like the final one, the learning curve (`resrl demo
+    # --curve-steps 20,40`): each a multiple of save_steps below `steps`
+    curve_steps: tuple[int, ...] = ()
 
 
 @dataclass

@@ -50,6 +50,10 @@ def register(subparsers) -> None:
     p.add_argument("--rl-steps", type=int, default=None, help="RL steps per algorithm (default: 250; quick: 6)")
     p.add_argument("--lr", type=float, default=None, help="RL learning rate (default: 1e-4)")
     p.add_argument("--eval-samples", type=int, default=None, help="samples per held-out problem (default: 16)")
+    p.add_argument("--curve-steps", type=_steps, default=None, metavar="N1,N2,...",
+                   help="also keep each method's model at these RL steps (multiples of the task's checkpoint "
+                        "interval) and evaluate it like the final one: held-out accuracy along training, "
+                        "e.g. --rl-steps 60 --curve-steps 20,40 (tasks that generate problems)")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="choose each algorithm's setting first: every (algorithm, value) from one start of the "
                         "first seed, evaluated on the dev split (disjoint from the held-out one) in OUT/dev; each "
@@ -68,6 +72,21 @@ def register(subparsers) -> None:
                    help="torch CPU threads (default: 1, fastest for the tiny model, robust on a busy machine)")
     p.set_defaults(func=run)
 
+
+
+def _steps(text: str) -> tuple[int, ...]:
+    """"20,40" -> (20, 40): distinct positive steps, ascending."""
+    try:
+        steps = tuple(sorted({int(v) for v in text.split(",") if v.strip()}))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected steps N1,N2,..., got {text!r}") from None
+    if not steps or steps[0] < 1:
+        raise argparse.ArgumentTypeError(f"expected steps >= 1, got {text!r}")
+    return steps
+
+
+# the command line's options an experiment kind maps onto its config (`ExperimentKind.settings`)
+KIND_OPTIONS = ("rl_steps", "lr", "eval_samples", "curve_steps")
 
 
 def config_from_args(args: argparse.Namespace):
@@ -96,14 +115,17 @@ def config_from_args(args: argparse.Namespace):
     if args.algorithms is not None:
         changes["algorithms"] = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
     cfg = replace(cfg, **changes)
-    for option, path in kind.settings.items():
+    for option in KIND_OPTIONS:
         value = getattr(args, option, None)
         if value is None:
             continue
         flag = "--" + option.replace("_", "-")
-        if not value > 0:
+        if option not in kind.settings:
+            raise InputError(f"{flag}: not a setting of task {task.name!r} (its {kind.name} kind sets "
+                             f"{', '.join('--' + o.replace('_', '-') for o in kind.settings)})")
+        if not isinstance(value, tuple) and not value > 0:
             raise InputError(f"{flag} must be {'> 0' if isinstance(value, float) else '>= 1'}, got {value}")
-        cfg = _set(cfg, path, value)
+        cfg = _set(cfg, kind.settings[option], value)
     return cfg
 
 
@@ -161,7 +183,7 @@ def run_grid(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from resrl.experiments.grid import choose_on_dev, parse_grid, write_dev_report
-    from resrl.experiments.seeds import parse_seeds, run_multiseed_demo, run_seeds
+    from resrl.experiments.seeds import budget_args, parse_seeds, run_multiseed_demo, run_seeds
     from resrl.train.variants import with_settings
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
@@ -178,7 +200,7 @@ def run_grid(args: argparse.Namespace) -> int:
 
     inner = args.workers or default_workers(len(methods) * len(grid), quick=args.quick)
     shared = ["--task", args.task, "--eval-split", "dev", "--algorithms", every, "--workers", str(inner),
-              *_budget_args(args, dev=True)]
+              *budget_args(args, dev=True)]
     summary = run_seeds(out, [seeds[0]], shared, workers=1, subdir="dev")[seeds[0]]
     dev_scores = {m: [(pt, float(summary["results"][label]["avg"])) for pt, label in labels[m]] for m in methods}
     chosen = choose_on_dev(dev_scores)
@@ -192,16 +214,3 @@ def run_grid(args: argparse.Namespace) -> int:
     # pretrained model), that seed evaluates them on the held-out split instead of training them again
     reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if hasattr(dev_cfg, "reuse_training") else {}
     return run_multiseed_demo(args, seeds, args.task, ",".join(final), out, baseline=baseline, per_seed_args=reuse)
-
-
-def _budget_args(args: argparse.Namespace, dev: bool = False) -> list[str]:
-    out = []
-    samples = args.eval_samples
-    if dev and args.dev_eval_samples is not None:
-        if args.dev_eval_samples < 1:
-            raise InputError(f"--dev-eval-samples must be >= 1, got {args.dev_eval_samples}")
-        samples = args.dev_eval_samples
-    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", samples)):
-        if value is not None:
-            out += [flag, str(value)]
-    return out + (["--quick"] if args.quick else [])

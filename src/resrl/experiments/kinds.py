@@ -30,7 +30,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from resrl.errors import InputError
-from resrl.experiments.method import START, EvalResult, eval_dir, evaluate, split_label, train, training_config
+from resrl.experiments.method import (START, EvalResult, check_curve_steps, eval_dir, evaluate, split_label, train,
+                                      training_config)
 
 
 @dataclass
@@ -68,11 +69,17 @@ class ExperimentKind(ABC):
         """The methods' `resrl train` sections (the method's algorithm and output directory aside)."""
 
     def train_config(self, cfg, label: str, inputs: dict, output_dir: Path):
-        return training_config(self.base_config(cfg, inputs), label, output_dir, self.save_steps(cfg),
-                               getattr(cfg, "overrides", ()))
+        config = training_config(self.base_config(cfg, inputs), label, output_dir, self.save_steps(cfg),
+                                 getattr(cfg, "overrides", ()))
+        check_curve_steps(config, self.curve_steps(cfg))
+        return config
 
     def save_steps(self, cfg) -> int:
         return cfg.rl.save_steps
+
+    def curve_steps(self, cfg) -> tuple[int, ...]:
+        """The steps whose models are kept and evaluated like the final one (the learning curve)."""
+        return ()
 
     def train_data(self, cfg, inputs: dict):
         """(train_dataset or None: the config's data, reward_fn or None: the config's reward)."""
@@ -92,7 +99,7 @@ class ExperimentKind(ABC):
                 display.update(bar, completed=entry.get("step", 0), info=rl_info(entry))
 
         with _quiet(exp):
-            done = train(config, Path(cfg.out) / "warm_start", here, dataset, reward, on_log)
+            done = train(config, Path(cfg.out) / "warm_start", here, dataset, reward, on_log, self.curve_steps(cfg))
         if bar is not None:
             resumed = done["resumed_from"]
             display.done(bar, info=f"resumed from its checkpoint at step {resumed}" if resumed is not None else "")
@@ -111,7 +118,8 @@ class ExperimentKind(ABC):
 
     def entry(self, summary: dict, policy: str, result: dict) -> dict:
         """A method's summary entry from its result.json."""
-        return {**result["result"], "rl_seconds": result["rl_seconds"], "resrl_mode": result["resrl_mode"]}
+        return {**result["result"], "rl_seconds": result["rl_seconds"], "resrl_mode": result["resrl_mode"],
+                **({"curve": result["curve"]} if result.get("curve") else {})}
 
     @abstractmethod
     def report(self, exp, summary: dict, plots: bool = True) -> list[Path]:
@@ -131,6 +139,11 @@ def _quiet(exp):
 class GeneratedKind(ExperimentKind):
     """The kinds whose tasks generate single-turn problems (`resrl.demo.tasks`): the RL rows come from
     the task's training stream, a policy is scored by `resrl.eval.runner` with the task's reward."""
+
+    settings = {**ExperimentKind.settings, "curve_steps": "rl.curve_steps"}
+
+    def curve_steps(self, cfg) -> tuple[int, ...]:
+        return tuple(cfg.rl.curve_steps)
 
     def base_config(self, cfg, inputs: dict) -> dict:
         rl = cfg.rl

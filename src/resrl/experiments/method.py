@@ -5,6 +5,8 @@ and the evaluation records.
     training_config(base, label, output_dir, save_steps)   a `resrl train` config: the kind's base
                                                           sections + the method's variant settings
     run_one(cfg, label, inputs)                           one method's run: the worker protocol's job
+    keep_checkpoint_models(run, steps)                    the models of checkpoints at `steps`, kept for
+                                                          the learning curve (OUT/<run>/curve/step-N)
     reusable_training(cfg, label)                         an earlier experiment's identical training
     evaluate(model, tokenizer, problems, config, out_dir) greedy + sampled, by `resrl.eval.runner`
 
@@ -15,6 +17,12 @@ resume: the same weights, log and samples as a run never killed. When training e
 saved to OUT/<run>/model, OUT/<run>/trained.json marks it (a run killed while evaluating does not
 train again) and the checkpoints are removed. Evaluation records go to OUT/eval/<policy> and an
 interrupted evaluation resumes from them.
+
+The learning curve (`curve_steps`, e.g. 20 and 40 of a 60-step run): when the trainer saves the
+checkpoint of such a step, its model files (weights, config, tokenizer; not the optimiser's state)
+are hard-linked to OUT/<run>/curve/step-N, where they outlive the checkpoint's rotation. After the
+final model, each kept model is evaluated by the same evaluation as the final one, as the policy
+`<label> @ step N` (`curve_policy`), so one run shows held-out accuracy at N, ... and its last step.
 
 Held-out evaluation (greedy accuracy, Avg@n, unbiased Pass@k, length, truncation; spec §5): every
 number comes from the project's evaluator, `resrl.eval.runner.evaluate` (what `resrl eval` runs),
@@ -36,6 +44,8 @@ from resrl.errors import InputError
 from resrl.eval.runner import EvalConfig
 from resrl.experiments.layout import (HANDOFF_FILE, RESULT_FILE, TRAINED_FILE, config_to_dict, read_handoff,
                                       run_dir, run_dir_name, write_json_atomic)
+
+CURVE_DIR = "curve"  # OUT/<run>/curve/step-N: the model at step N of the run (`keep_checkpoint_models`)
 
 START = "warm start"  # the start's policy name in summary.json, whatever the kind (what --seeds pairs with)
 HELD_OUT = "held-out split"  # the benchmark name of an evaluation on the held-out split (records, plots)
@@ -80,19 +90,26 @@ def training_config(base: dict, label: str, output_dir: str | Path, save_steps: 
 
 
 def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_fn=None,
-          on_log: Callable[[dict], None] | None = None) -> dict:
+          on_log: Callable[[dict], None] | None = None, curve_steps: Sequence[int] = ()) -> dict:
     """Train `config` from the model in `start_dir`, resuming from the newest checkpoint in `here`
     (OUT/<run>) when there is one; save the model to `here`/model (a directory `resrl eval` loads);
-    mark it with `here`/trained.json; remove the checkpoints. Returns the trained.json: {"metrics"
-    (every logged step, read back from metrics.jsonl so that a resumed run has the steps before its
-    checkpoint too), "rl_seconds", "resrl_mode", "resumed_from" (a checkpoint's step, or None)}."""
+    keep the model of each step in `curve_steps` (`keep_checkpoint_models`; each a checkpoint step of
+    `config`, which `check_curve_steps` checks before any run starts); mark it with `here`/trained.json; remove the checkpoints. Returns the
+    trained.json: {"metrics" (every logged step, read back from metrics.jsonl so that a resumed run has
+    the steps before its checkpoint too), "rl_seconds", "resrl_mode", "resumed_from" (a checkpoint's
+    step, or None)}."""
     from resrl.checkpoint import checkpoint_step, latest_checkpoint
     from resrl.train import run_training
 
     checkpoint = latest_checkpoint(here) if here.is_dir() else None
+    callbacks = [_keep_models_callback(here, tuple(curve_steps))] if curve_steps else None
     t0 = time.perf_counter()
     result = run_training(config, model=str(start_dir), tokenizer=None, train_dataset=train_dataset,
-                          reward_fn=reward_fn, on_log=on_log, save_final=False, resume=checkpoint is not None)
+                          reward_fn=reward_fn, on_log=on_log, save_final=False, resume=checkpoint is not None,
+                          callbacks=callbacks)
+    missing = [n for n in curve_steps if n not in curve_models(here)]
+    if missing:  # every step was a checkpoint (check_curve_steps) and each save kept its model
+        raise RuntimeError(f"{here}: no model kept for curve step(s) {missing}")
     result.model.save_pretrained(here / "model")
     result.tokenizer.save_pretrained(here / "model")
     rl_seconds = time.perf_counter() - t0
@@ -105,17 +122,95 @@ def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_
     return done
 
 
+# what a checkpoint holds besides the model (transformers' Trainer and the engine's state): not kept
+_TRAINER_STATE = ("optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "training_args.bin",
+                  "resrl_engine_state.json")
+
+
+def check_curve_steps(config, curve_steps: Sequence[int]) -> None:
+    """InputError unless every curve step is a checkpoint step of `config` inside its run: a positive
+    multiple of checkpoint.save_steps below train.max_steps (the last step is the final model)."""
+    save, last = config.checkpoint.save_steps, config.train.max_steps
+    bad = [n for n in curve_steps if not (0 < n < last and save and n % save == 0)]
+    if bad:
+        raise InputError(f"curve steps {bad}: each must be a checkpoint step (a multiple of checkpoint.save_steps = "
+                         f"{save}) below the run's {last} steps")
+
+
+def curve_models(here: Path) -> dict[int, Path]:
+    """{step: the kept model's directory} of the run in `here` (OUT/<run>/curve/step-N), by step."""
+    d = Path(here) / CURVE_DIR
+    found = {}
+    for p in d.glob("step-*") if d.is_dir() else ():
+        if p.name[5:].isdigit() and (p / "config.json").is_file():
+            found[int(p.name[5:])] = p
+    return dict(sorted(found.items()))
+
+
+def keep_checkpoint_models(here: Path, steps: Sequence[int]) -> list[int]:
+    """For each step in `steps` with a complete checkpoint-N in `here` and no kept model yet: hard-link
+    the checkpoint's model files (everything but the trainer's state) to `here`/curve/step-N, made
+    whole in a staging directory and renamed (a killed run never leaves half a model there). Called
+    at every checkpoint save, so a step's model is kept before rotation deletes its checkpoint, and a
+    run killed between a save and its keeping keeps it at its next save (the checkpoint is then the
+    newest). Returns the steps kept now."""
+    import os
+
+    from resrl.checkpoint import list_checkpoints
+
+    here = Path(here)
+    have = curve_models(here)
+    kept = []
+    for ckpt in list_checkpoints(here):
+        step = int(ckpt.name.rsplit("-", 1)[1])
+        if step not in steps or step in have:
+            continue
+        final = here / CURVE_DIR / f"step-{step}"
+        tmp = final.with_name(f".{final.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        for f in ckpt.iterdir():
+            if f.is_file() and f.name not in _TRAINER_STATE and not f.name.startswith("rng_state"):
+                os.link(f, tmp / f.name)
+        if not (tmp / "config.json").is_file():
+            raise RuntimeError(f"{ckpt}: no config.json: not a model checkpoint to keep for the curve")
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        kept.append(step)
+    return kept
+
+
+def curve_policy(label: str, step: int) -> str:
+    """The policy name of `label`'s model at `step` (its evaluation records: OUT/eval/<policy>)."""
+    return f"{label} @ step {step}"
+
+
+def _keep_models_callback(here: Path, steps: Sequence[int]):
+    """A TrainerCallback keeping the curve steps' models at each checkpoint save
+    (`keep_checkpoint_models`), on the main process."""
+    from transformers import TrainerCallback
+
+    class KeepCheckpointModels(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            if state.is_world_process_zero:
+                keep_checkpoint_models(here, steps)
+
+    return KeepCheckpointModels()
+
+
 # config keys that do not change a method's training: where it is written, which methods run beside
 # it, and how and on which split it is evaluated
 NOT_TRAINING = ("out", "algorithms", "eval", "eval_split", "reuse_training")
 
 
-def reusable_training(cfg, label: str, train_config: Callable[[Path], object]) -> Path | None:
+def reusable_training(cfg, label: str, train_config: Callable[[Path], object],
+                      curve_steps: Sequence[int] = ()) -> Path | None:
     """The run directory of `label` in `cfg.reuse_training` (an earlier experiment's OUT) when its
     training is this one's: the run finished there (result.json), both experiments have the same task,
     seed, budgets and every other training setting (their configs without NOT_TRAINING), the same
-    train config (`train_config(output_dir)`; where it is written and how often it checkpoints aside)
-    and the same start (OUT/warm_start resolves to the same model). None otherwise (or when `cfg` has
+    train config (`train_config(output_dir)`; where it is written and how often it checkpoints aside),
+    the same start (OUT/warm_start resolves to the same model) and the models of `curve_steps` kept
+    (`curve_models`). None otherwise (or when `cfg` has
     no `reuse_training`): the method trains.
 
     The RL rows depend only on the task, its seed and the budget, and each run seeds itself, so the
@@ -148,12 +243,15 @@ def reusable_training(cfg, label: str, train_config: Callable[[Path], object]) -
         return None
     if (src_out / "warm_start").resolve() != (Path(cfg.out) / "warm_start").resolve():
         return None
+    if any(n not in curve_models(src) for n in curve_steps):  # its curve's models were not kept
+        return None
     return src
 
 
 def link_reused(cfg, label: str, source: Path) -> dict:
-    """`label`'s run from `source` (`reusable_training`): OUT/<run>/model links to its model,
-    metrics.jsonl is its training log, trained.json its training's record. Returns that record."""
+    """`label`'s run from `source` (`reusable_training`): OUT/<run>/model links to its model (and
+    OUT/<run>/curve to its kept models, where it has them), metrics.jsonl is its training log,
+    trained.json its training's record. Returns that record."""
     here = run_dir(cfg.out, label)
     here.mkdir(parents=True, exist_ok=True)
     for name in ("metrics.jsonl", "train_config.json"):
@@ -166,6 +264,12 @@ def link_reused(cfg, label: str, source: Path) -> dict:
     elif link.is_dir():
         shutil.rmtree(link)
     link.symlink_to((source / "model").resolve(), target_is_directory=True)
+    curve = here / CURVE_DIR
+    if curve.is_symlink():
+        curve.unlink()
+    if (source / CURVE_DIR).is_dir():
+        shutil.rmtree(curve, ignore_errors=True)
+        curve.symlink_to((source / CURVE_DIR).resolve(), target_is_directory=True)
     done = json.loads((source / RESULT_FILE).read_text())
     done = {k: done[k] for k in ("metrics", "rl_seconds", "resrl_mode")}
     write_json_atomic(here / TRAINED_FILE, done)  # killed while evaluating: its evaluation records are kept
@@ -177,11 +281,12 @@ def run_one(cfg, label: str, inputs: dict, kind, exp=None) -> dict:
     its experiment kind `kind` (reused from `cfg.reuse_training`, kept from OUT/<run>/trained.json, or
     trained, resuming from a checkpoint), then the kind's evaluation of OUT/<run>/model. `exp`: the
     experiment in this process (its display and log), None in a worker. Returns result.json's dict:
-    {"metrics", "rl_seconds", "resrl_mode", "result" (the policy's summary entry), "eval_seconds"}."""
+    {"metrics", "rl_seconds", "resrl_mode", "result" (the policy's summary entry), "eval_seconds", and
+    with curve steps "curve" ({step: the entry of the model kept at that step}, evaluated alike)}."""
     here = run_dir(cfg.out, label)
     here.mkdir(parents=True, exist_ok=True)
     say = exp.display.say if exp is not None else (lambda line: None)
-    source = reusable_training(cfg, label, lambda d: kind.train_config(cfg, label, inputs, d))
+    source = reusable_training(cfg, label, lambda d: kind.train_config(cfg, label, inputs, d), kind.curve_steps(cfg))
     if source is not None:  # the same training finished in another experiment (the grid's dev phase)
         done = link_reused(cfg, label, source)
         say(f"RL {label}: training reused from {source} (same training settings and start)")
@@ -192,8 +297,10 @@ def run_one(cfg, label: str, inputs: dict, kind, exp=None) -> dict:
         done = kind.train(cfg, label, inputs, here, exp)
     t = time.perf_counter()
     result = kind.evaluate(cfg, label, here / "model", inputs, exp)
+    models = curve_models(here)
+    curve = {str(n): kind.evaluate(cfg, curve_policy(label, n), models[n], inputs, exp) for n in kind.curve_steps(cfg)}
     return {"metrics": done["metrics"], "rl_seconds": done["rl_seconds"], "resrl_mode": done.get("resrl_mode"),
-            "result": result, "eval_seconds": time.perf_counter() - t}
+            "result": result, "eval_seconds": time.perf_counter() - t, **({"curve": curve} if curve else {})}
 
 
 # -- evaluation -------------------------------------------------------------------------------------
@@ -299,6 +406,6 @@ def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalC
     return summary["benchmarks"][WARM_CHECK]["avg@1"]
 
 
-__all__ = ["START", "HELD_OUT", "DEV_SPLIT", "SEED_NAMES", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
+__all__ = ["CURVE_DIR", "check_curve_steps", "curve_models", "keep_checkpoint_models", "curve_policy", "START", "HELD_OUT", "DEV_SPLIT", "SEED_NAMES", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
            "reusable_training", "link_reused", "eval_dir", "split_label", "greedy_config", "evaluate",
            "greedy_accuracy", "run_evaluation"]

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from resrl.errors import InputError
 from resrl.experiments.layout import SUMMARY_FILE, seed_dir
 from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds, passk_band_summaries  # noqa: F401
 
@@ -40,7 +41,15 @@ def metrics_of(result: dict) -> dict[str, float]:
     for key in PRETRAINED_METRICS:  # the pretrained demo's, where present
         if result.get(key) is not None and result[key] == result[key]:  # not None, not NaN
             out[key] = float(result[key])
+    for step, entry in result.get("curve", {}).items():  # the models kept along training (--curve-steps)
+        out[curve_metric("avg", int(step))] = float(entry["avg"])
+        out[curve_metric("greedy", int(step))] = float(entry["greedy"])
     return out
+
+
+def curve_metric(metric: str, step: int) -> str:
+    """The per-seed metric name of `metric` at a curve step (`metrics_of`): "avg@step20"."""
+    return f"{metric}@step{step}"
 
 
 def per_seed_metrics(summaries: dict[int, dict]) -> PerSeed:
@@ -74,6 +83,23 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     return {s: json.loads((where(s) / SUMMARY_FILE).read_text()) for s in seeds}
 
 
+def budget_args(args, dev: bool = False) -> list[str]:
+    """The shared budget options of `resrl demo` (--rl-steps, --lr, --eval-samples, --curve-steps,
+    --quick) as given, for each seed's (or the dev phase's: `dev`, its --dev-eval-samples) process."""
+    samples = args.eval_samples
+    if dev and args.dev_eval_samples is not None:
+        if args.dev_eval_samples < 1:
+            raise InputError(f"--dev-eval-samples must be >= 1, got {args.dev_eval_samples}")
+        samples = args.dev_eval_samples
+    curve = getattr(args, "curve_steps", None)
+    out = []
+    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", samples),
+                        ("--curve-steps", ",".join(map(str, curve)) if curve else None)):
+        if value is not None:
+            out += [flag, str(value)]
+    return out + (["--quick"] if args.quick else [])
+
+
 def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, out: str | Path, baseline: str,
                        per_seed_args: dict[int, list[str]] | None = None) -> int:
     """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`) with the task, the
@@ -81,12 +107,7 @@ def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, o
     --quick), then the tables and plot (`write_multiseed`, paired with the warm start and `baseline`)."""
     from resrl.experiments.jobs import default_workers
 
-    demo_args = ["--task", task, "--algorithms", algorithms]
-    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", args.eval_samples)):
-        if value is not None:
-            demo_args += [flag, str(value)]
-    if args.quick:
-        demo_args.append("--quick")
+    demo_args = ["--task", task, "--algorithms", algorithms, *budget_args(args)]
     workers = args.workers or default_workers(len(seeds))
     summaries = run_seeds(out, seeds, demo_args, workers, per_seed_args=per_seed_args)
     files = write_multiseed(out, summaries, baseline=baseline)
@@ -151,6 +172,9 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
         for p, d in diffs.items():
             lines.append(f"| {p} | " + " | ".join(
                 f"{cell(d[m])} ({d[m]['wins']}/{d[m]['n']})" if m in d else "—" for m in metrics) + " |")
+    steps = curve_steps(summaries)
+    if steps:
+        lines += curve_table(agg, paired, steps)
     (out / "multiseed.md").write_text("\n".join(lines) + "\n")
 
     from resrl.experiments.method import HELD_OUT
@@ -158,7 +182,140 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
 
     plot_passk(passk_band_summaries(agg, HELD_OUT), list(agg), out / "passk_seeds.png",
                title=f"Pass@k, mean and 95 % interval over {len(seeds)} seeds")
-    return [out / "multiseed.md", out / "multiseed.json", out / "passk_seeds.png"]
+    files = [out / "multiseed.md", out / "multiseed.json", out / "passk_seeds.png"]
+    if steps:
+        files.append(plot_curve(agg, steps, out / "curve_seeds.png", len(seeds)))
+    rewards = training_rewards(out, summaries)
+    if rewards:
+        files.append(plot_training_rewards(rewards, out / "training_reward_seeds.png"))
+    return files
+
+
+def curve_steps(summaries: dict[int, dict]) -> list[int]:
+    """The steps at which every seed's methods were evaluated along training, the last one (the final
+    model, `config.rl.steps`) included; [] when the experiment kept no curve (--curve-steps)."""
+    kept = None
+    for s in summaries.values():
+        for policy, r in s["results"].items():
+            if policy != WARM_START:
+                steps = {int(k) for k in r.get("curve", {})}
+                kept = steps if kept is None else kept & steps
+    if not kept:
+        return []
+    last = {int(s["config"]["rl"]["steps"]) for s in summaries.values()}
+    if len(last) != 1:
+        raise InputError(f"seeds trained for different numbers of steps {sorted(last)}: no common curve")
+    return sorted(kept) + [last.pop()]
+
+
+def _at(metric: str, step: int, steps: list[int]) -> str:
+    """The per-seed metric at `step` of the curve (the last step is the final model's own metric)."""
+    return metric if step == steps[-1] else curve_metric(metric, step)
+
+
+def curve_table(agg: dict, paired: dict, steps: list[int]) -> list[str]:
+    """multiseed.md's curve section: Avg@n of every policy at each step (mean [95 % interval] over
+    seeds; the warm start at step 0) and each paired difference per step."""
+    def cell(d):
+        return f"{d['mean']:.3f}" if d["n"] < 2 else f"{d['mean']:.3f} [{d['low']:.3f}, {d['high']:.3f}]"
+
+    head = "| " + " | ".join(f"step {n}" for n in steps) + " |"
+    lines = ["", "Held-out Avg@n along training (the model kept at each step, evaluated like the final one; mean "
+             "[95 % interval] over seeds):", "", "| policy " + head, "|---|" + "---|" * len(steps)]
+    for p, d in agg.items():
+        if p == WARM_START:
+            lines.append(f"| {p} (step 0) | " + " | ".join(cell(d["avg"]) for _ in steps) + " |")
+        elif all(_at("avg", n, steps) in d for n in steps):
+            lines.append(f"| {p} | " + " | ".join(cell(d[_at("avg", n, steps)]) for n in steps) + " |")
+    for ref, diffs in paired.items():
+        rows = [(p, d) for p, d in diffs.items() if p != WARM_START and all(_at("avg", n, steps) in d for n in steps)]
+        if not rows:
+            continue
+        lines += ["", f"Avg@n along training, paired difference against the {ref} (same seed), mean [95 % interval] "
+                  "(seeds higher):", "", f"| policy − {ref} " + head, "|---|" + "---|" * len(steps)]
+        for p, d in rows:
+            lines.append(f"| {p} | " + " | ".join(f"{cell(d[_at('avg', n, steps)])} ({d[_at('avg', n, steps)]['wins']}/"
+                                                  f"{d[_at('avg', n, steps)]['n']})" for n in steps) + " |")
+    return lines
+
+
+def plot_curve(agg: dict, steps: list[int], path: Path, n_seeds: int) -> Path:
+    """Held-out Avg@n against the RL step per policy: mean over seeds with its 95 % band, from the
+    warm start's at step 0."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    start = agg.get(WARM_START, {}).get("avg")
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for p, d in agg.items():
+        if p == WARM_START or not all(_at("avg", n, steps) in d for n in steps):
+            continue
+        pts = [d[_at("avg", n, steps)] for n in steps]
+        xs = [n for n in steps]
+        if start is not None:
+            pts, xs = [start, *pts], [0, *xs]
+        ax.plot(xs, [q["mean"] for q in pts], marker="o", label=p)
+        ax.fill_between(xs, [q["low"] if q["n"] > 1 else q["mean"] for q in pts],
+                        [q["high"] if q["n"] > 1 else q["mean"] for q in pts], alpha=0.15)
+    ax.set_xlabel("RL step")
+    ax.set_ylabel("held-out Avg@n")
+    ax.set_xticks([0, *steps] if start is not None else steps)
+    ax.set_title(f"held-out accuracy along training, mean and 95 % interval over {n_seeds} seeds")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def training_rewards(out: str | Path, summaries: dict[int, dict]) -> dict[str, dict[int, list[tuple[int, float]]]]:
+    """{policy: {seed: [(step, mean training reward)]}} from each seed's runs (OUT/seed-S/<run>/result.json),
+    for the methods every seed trained; {} when the runs' results are not on disk."""
+    from resrl.experiments.layout import RESULT_FILE, run_dir
+
+    rewards: dict = {}
+    for seed, s in summaries.items():
+        for policy in s["results"]:
+            path = run_dir(seed_dir(out, seed), policy) / RESULT_FILE
+            if policy == WARM_START or not path.is_file():
+                continue
+            log = [(int(m["step"]), float(m["reward"])) for m in json.loads(path.read_text()).get("metrics", [])
+                   if "reward" in m and "step" in m]
+            if log:
+                rewards.setdefault(policy, {})[seed] = log
+    return {p: d for p, d in rewards.items() if len(d) == len(summaries)}
+
+
+def plot_training_rewards(rewards: dict, path: Path) -> Path:
+    """One panel per method: each seed's mean training reward per RL step (thin) and their mean (thick),
+    so a collapse and recovery on one seed shows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(rewards)
+    cols = min(3, n)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.0 * rows), squeeze=False, sharey=True)
+    for ax, (policy, seeds) in zip(axes.flat, rewards.items()):
+        for seed, log in sorted(seeds.items()):
+            ax.plot([x for x, _ in log], [y for _, y in log], lw=0.9, alpha=0.8, label=f"seed {seed}")
+        common = sorted(set.intersection(*({x for x, _ in log} for log in seeds.values())))
+        by = [dict(log) for log in seeds.values()]
+        ax.plot(common, [sum(d[x] for d in by) / len(by) for x in common], color="black", lw=2, label="mean")
+        ax.set_title(policy, fontsize=9)
+        ax.set_xlabel("RL step")
+    for ax in axes.flat[n:]:
+        ax.axis("off")
+    axes[0][0].set_ylabel("training reward (mean over the step's samples)")
+    axes[0][0].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def _starts_pretrained(task_name: str) -> bool:
@@ -168,5 +325,6 @@ def _starts_pretrained(task_name: str) -> bool:
     return get_demo_task(task_name).experiment == "pretrained"
 
 
-__all__ = ["run_multiseed_demo", "metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences", "parse_seeds", "seed_dir",
+__all__ = ["budget_args", "curve_metric", "curve_steps", "curve_table", "plot_curve", "training_rewards",
+           "plot_training_rewards", "run_multiseed_demo", "metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences", "parse_seeds", "seed_dir",
            "run_seeds", "write_multiseed"]
