@@ -134,8 +134,10 @@ def test_quick_pretrained_demo_end_to_end(tmp_path, capsys):
     from resrl.models.smollm2 import smollm2_gguf_path
 
     smollm2_gguf_path()  # the package setup installs; an error here says how to install it
-    cfg = replace(PretrainedDemoConfig.quick(), out=str(tmp_path / "demo"), algorithms=("resrl",),
-                  model_dir=str(tmp_path / "smollm2"))
+    quick = PretrainedDemoConfig.quick()
+    # a checkpoint after step 1 whose model is kept and evaluated (the learning curve, --curve-steps)
+    cfg = replace(quick, out=str(tmp_path / "demo"), algorithms=("resrl",), model_dir=str(tmp_path / "smollm2"),
+                  rl=replace(quick.rl, save_steps=1, curve_steps=(1,)))
     summary = run(cfg, workers=1)
     out = tmp_path / "demo"
     assert (out / "warm_start").resolve() == (tmp_path / "smollm2").resolve()
@@ -191,6 +193,11 @@ def test_quick_pretrained_demo_end_to_end(tmp_path, capsys):
     assert (other / "resrl" / "model").resolve() == (out / "resrl" / "model").resolve()
     assert (other / "resrl" / "metrics.jsonl").read_text() == (out / "resrl" / "metrics.jsonl").read_text()
     assert (other / "resrl" / "reused_from").read_text().strip() == str((out / "resrl").resolve())
+    # with its curve: the step-1 model kept by the first experiment, evaluated on this one's split
+    assert (other / "resrl" / "curve").resolve() == (out / "resrl" / "curve").resolve()
+    assert set(dev["results"]["resrl"]["curve"]) == {"1"} and set(summary["results"]["resrl"]["curve"]) == {"1"}
+    curve_dev = json.loads((other / "eval" / "resrl-@-step-1" / "greedy" / "summary.json").read_text())
+    assert list(curve_dev["benchmarks"]) == ["dev split"] and curve_dev["overall"]["num_problems"] == 8
     assert dev["results"]["resrl"]["rl_seconds"] == summary["results"]["resrl"]["rl_seconds"]
     assert f"finished in {out} with the same training" in (other / "report.md").read_text()
     dev_summary = json.loads((other / "eval" / "resrl" / "greedy" / "summary.json").read_text())
