@@ -86,3 +86,32 @@ def build(family: str, seed: int = 0):
 def is_sliding(config) -> bool:
     return "sliding_attention" in (getattr(config, "layer_types", None) or []) or bool(
         getattr(config, "sliding_window", None))
+
+
+def save_with_tokenizer(family: str, path, seed: int = 0, **overrides) -> str:
+    """`family`'s config (with `overrides`) sized to resrl's character tokenizer, random weights
+    (seed), the final norm sharpened like `build`'s, saved with the tokenizer at `path`: a model
+    directory `resrl train` / ResRLTrainer load like any other. Returns `path`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from resrl.models.tiny import build_char_tokenizer
+
+    tok = build_char_tokenizer()
+    cls_name, kw = FAMILIES[family]
+    config = _cfg(cls_name, **{**kw, "vocab_size": len(tok), "pad_token_id": tok.pad_token_id,
+                               "eos_token_id": tok.eos_token_id, **overrides})
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    norm = model.get_decoder().norm
+    with torch.no_grad():
+        if "gemma" in config.model_type:
+            norm.weight.add_(1.0).mul_(4.0).sub_(1.0)
+        else:
+            norm.weight.mul_(4.0)
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    return str(path)

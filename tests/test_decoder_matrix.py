@@ -16,9 +16,10 @@ stated tolerance, or refused.
    3.4e-6, Gemma 2). Every sampled token must lie in the reference's support. Paged (transformers'
    continuous batching) records no log-probs: its token distribution is tests/test_rollout.py's
    chi-square test.
-2. The training forward above the frozen layers (`test_shortcut_gradient_is_exact`), through the
-   trainer's own wiring (resrl.engines.generation.TrainerGeneration: generate -> attach -> training
-   forward -> on-policy check): the gradient of a loss over the completion tokens with the shortcut
+2. The training forward above the frozen layers (`test_shortcut_gradient_is_exact`), with the
+   `auto` settings (on CPU: hf + shared prefill + the shortcut), through the trainer's own wiring
+   (resrl.engines.generation.TrainerGeneration: generate -> attach -> training forward -> on-policy
+   check): the gradient of a loss over the completion tokens with the shortcut
    against a full forward from the embeddings, with activation checkpointing off / reentrant /
    non-reentrant, LoRA (peft) under reentrant checkpointing, a layer unfrozen after the generation
    path was built, and one unfrozen between generation and the training forward (the shortcut must
@@ -369,7 +370,8 @@ def shortcut_step(family: str, option: str, sampling: str = "top-k/top-p"):
     layers, _ = decoder_layers(model)
     cfg = generation_config(sampling)
     trainer = StubTrainer(model, cfg)
-    gen = TrainerGeneration(trainer, GenerationSettings("hf", shared_prefill=True, reuse_frozen=True), False)
+    gen = TrainerGeneration(trainer, GenerationSettings(), False)  # auto: on CPU hf + shared prefill + shortcut
+    assert (gen.resolved.backend, gen.resolved.shared_prefill, gen.resolved.reuse_frozen) == ("hf", True, True)
     gen.set_sampling(cfg)
     built_depth = gen.depth
     if option == "unfrozen-after":  # after the trainer (its generation path) was built
