@@ -589,16 +589,6 @@ def output_logits(model, states):
     return z
 
 
-def sampling_is_tempered_softmax(cfg) -> bool:
-    """Does `cfg` sample from softmax(logits / T) itself (no truncation or penalty)?"""
-    return (cfg.top_k in (None, 0) and (cfg.top_p is None or cfg.top_p >= 1.0) and cfg.min_p is None
-            and (cfg.repetition_penalty is None or cfg.repetition_penalty == 1.0)
-            and (getattr(cfg, "typical_p", None) in (None, 1.0)) and not getattr(cfg, "epsilon_cutoff", 0.0)
-            and not getattr(cfg, "eta_cutoff", 0.0) and not getattr(cfg, "no_repeat_ngram_size", 0)
-            and not getattr(cfg, "suppress_tokens", None) and not getattr(cfg, "bad_words_ids", None)
-            and not getattr(cfg, "min_new_tokens", 0) and not getattr(cfg, "min_length", 0))
-
-
-__all__ = ["TrainerGeneration", "FROZEN_KEYS", "sampling_is_tempered_softmax", "BACKENDS", "AUTO", "AutoChoice",
+__all__ = ["TrainerGeneration", "FROZEN_KEYS", "BACKENDS", "AUTO", "AutoChoice",
            "GenerationSettings", "GenerationUnavailable", "ResolvedGeneration", "PROVED", "FAST_OPTIONS", "OnPolicyCheck",
            "OnPolicyMismatch", "output_logits", "trl_flags", "check_settings", "requirement_problem", "resolve"]
