@@ -1,6 +1,6 @@
 """The conformance matrix (issue 51): every generation path and the training forward's frozen-layer
 shortcut, on every decoder family users train — tiny random configs of transformers' own classes
-(tests/decoder_families.py: 13 families, 9 of them with sliding-window layers) — exact within a
+(resrl.models.conformance: 13 families, 9 of them with sliding-window layers) — exact within a
 stated tolerance, or refused.
 
     python -m pytest tests/test_decoder_matrix.py -n 0 --durations=20
@@ -68,80 +68,21 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from decoder_families import FAMILIES, WINDOW, build, config_of
 
+from resrl.models import conformance
 from resrl.models.attention import attention_layout
-from resrl.models.rollout import RolloutSettings, generate_rollouts, left_pad
+from resrl.models.conformance import FAMILIES, PATH_SPECS, PROMPT_LENGTHS, SAMPLING, build, config_of, prompt_rows
+from resrl.models.rollout import left_pad
 
 GEN_TOL = 2e-5   # nats: recorded log-prob vs the independent forward (float32; measured max 3.4e-6)
 GRAD_TOL = 1e-4  # relative L2 difference of the trainable gradients (float32; measured max 2.2e-6)
 ONPOLICY_TOL = 1e-4  # generation/logp_diff_max through the trainer's wiring (float32)
 
-PROMPT_LENGTHS = (3, 5, 11, 17)  # shorter and longer than WINDOW
-GROUP = 2
-MAX_NEW = 8
-PATHS = {  # name -> (RolloutSettings, GenerationConfig fields)
-    "hf": (RolloutSettings("hf"), {}),
-    "hf+shared": (RolloutSettings("hf", shared_prefill=True), {}),
-    "hf+static": (RolloutSettings("hf"), {"cache_implementation": "static"}),
-    "hf+shared+static": (RolloutSettings("hf", shared_prefill=True), {"cache_implementation": "static"}),
-    "compiled": (RolloutSettings("compiled", compile_backend="eager", prompt_bucket=8), {}),
-    "compiled+shared": (RolloutSettings("compiled", shared_prefill=True, compile_backend="eager", prompt_bucket=8), {}),
-}
-SAMPLING = {"temperature": dict(temperature=0.7), "top-k/top-p": dict(temperature=0.9, top_k=8, top_p=0.8)}
+PATHS = list(PATH_SPECS)
 SLIDING = [f for f in FAMILIES if attention_layout(config_of(f)) == "sliding"]
 # the families whose top (trainable) layers differ in type from their bottom (frozen) ones
 MIXED = [f for f in FAMILIES if len(set(getattr(config_of(f), "layer_types", None) or [])) > 1]
-
-
-def prompt_rows() -> list[list[int]]:
-    g = torch.Generator().manual_seed(0)
-    prompts = [torch.randint(2, 64, (n,), generator=g).tolist() for n in PROMPT_LENGTHS]
-    return [p for p in prompts for _ in range(GROUP)]
-
-
-def generation_config(sampling: str, **extra):
-    from transformers import GenerationConfig
-
-    fields = dict(max_new_tokens=MAX_NEW, do_sample=True, top_p=1.0, top_k=0, min_p=None, repetition_penalty=1.0,
-                  pad_token_id=0, eos_token_id=[1], disable_compile=True)
-    return GenerationConfig(**{**fields, **SAMPLING[sampling], **extra})
-
-
-def reference_distribution(logits: torch.Tensor, temperature: float, top_k: int, top_p: float) -> torch.Tensor:
-    """(..., V) the distribution the settings define, written out independently of the code under
-    test, in HF's order: softmax(z / T) restricted to the top_k most likely tokens, then to the
-    smallest set of most likely tokens holding at least top_p of the mass, renormalised (float64)."""
-    p = torch.softmax(logits.double() / temperature, -1)
-    if top_k:
-        kth = p.topk(top_k, -1).values[..., -1:]
-        p = torch.where(p >= kth, p, torch.zeros_like(p))
-        p = p / p.sum(-1, keepdim=True)
-    if top_p < 1.0:
-        sorted_p, order = p.sort(-1, descending=True)
-        keep = torch.zeros_like(p, dtype=torch.bool).scatter(-1, order, (sorted_p.cumsum(-1) - sorted_p) < top_p)
-        p = torch.where(keep, p, torch.zeros_like(p))
-        p = p / p.sum(-1, keepdim=True)
-    return p
-
-
-@torch.no_grad()
-def reference_logprobs(model, rows, completions, cfg) -> list[list[float]]:
-    """Each completion token's log-prob under `reference_distribution` of the model's plain forward
-    of its own row (prompt + completion, float32, no padding, no cache)."""
-    out = []
-    for prompt, completion in zip(rows, completions):
-        if not completion:
-            out.append([])
-            continue
-        logits = model(input_ids=torch.tensor([prompt + completion])).logits[0, len(prompt) - 1:-1].float()
-        p = reference_distribution(logits, cfg.temperature, cfg.top_k or 0, cfg.top_p)
-        out.append(torch.log(p.gather(-1, torch.tensor(completion)[:, None])[:, 0]).tolist())
-    return out
-
-
-def max_delta(recorded, reference) -> float:
-    return max(abs(a - b) for r1, r2 in zip(recorded, reference) for a, b in zip(r1, r2))
+generation_config = conformance.generation_config
 
 
 @pytest.fixture(scope="module")
@@ -169,27 +110,18 @@ def _dynamo_for(family: str) -> None:
         _COMPILED_FAMILY[0] = family
 
 
-def run_path(model, family, path, sampling, rows=None, **fields):
-    """(rollouts, their GenerationConfig) of `path` on `rows` (default: prompt_rows()), seed 0;
-    `fields`: more GenerationConfig fields."""
-    settings, extra = PATHS[path]
-    if settings.path == "compiled":
-        _dynamo_for(family)
-    cfg = generation_config(sampling, **extra, **fields)
-    torch.manual_seed(0)
-    out = generate_rollouts(model, rows or prompt_rows(), cfg, settings, pad_token_id=0, eos_token_ids=[1])
-    return out, cfg
-
-
 def generation_error(model, family, path, sampling) -> float:
-    """max |recorded − independent| over every sampled token (inf: a token outside the reference's support)."""
+    """resrl.models.conformance.generation_error of `path` on the matrix's batch, after checking
+    that tokens were sampled and (shared paths) that the prefix was shared."""
+    if path.startswith("compiled"):
+        _dynamo_for(family)
     rows = prompt_rows()
-    out, cfg = run_path(model, family, path, sampling, rows)
+    out, cfg = conformance.run_path(model, path, sampling, rows)
     assert [len(c) for c in out.completion_ids] == [len(lp) for lp in out.logprobs]
     assert sum(len(c) for c in out.completion_ids) >= len(rows) * 3  # tokens were sampled, most rows ran on
-    if PATHS[path][0].shared_prefill:
+    if PATH_SPECS[path][0].get("shared_prefill"):
         assert out.prefill_rows == len(PROMPT_LENGTHS)  # the prefix was shared
-    return max_delta(out.logprobs, reference_logprobs(model, rows, out.completion_ids, cfg))
+    return conformance.generation_error(model, out, cfg, rows)
 
 
 # ---- 1. generation -------------------------------------------------------------------------------
@@ -198,6 +130,8 @@ def test_the_matrix_runs_what_it_claims():
     """>= 10 families; sliding ones whose window the long prompts exceed and the short ones do not;
     mixed layer types whose bottom and top layers differ; two MoE decoders."""
     assert len(FAMILIES) >= 10 and len(SLIDING) >= 8 and len(MIXED) >= 6
+    assert SLIDING == ["qwen2-sliding", "qwen3-sliding", "gemma2", "gemma3", "mistral-sliding", "phi3-sliding", "olmo3",
+                       "smollm3", "gpt-oss"]
     for family in SLIDING:
         window = config_of(family).sliding_window
         assert min(PROMPT_LENGTHS) < window < max(PROMPT_LENGTHS), family
@@ -208,7 +142,7 @@ def test_the_matrix_runs_what_it_claims():
     assert len(set(map(len, prompt_rows()))) == len(PROMPT_LENGTHS)  # left padding in play
 
 
-@pytest.mark.parametrize("path", list(PATHS))
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("family", list(FAMILIES))
 def test_recorded_logprobs_are_exact(models, family, path):
     model, _ = models(family)
@@ -222,29 +156,17 @@ def test_compiled_decode_compiles_once_on_sliding_models(models):
     5 decoded tokens, one graph (dynamo's own counter). transformers' StaticCache keeps a sliding
     layer's length in a Python int that the step guards on, so it recompiled at every token until
     dynamo's limit (8) sent it back to eager — the planted variant counts a graph per decode step."""
-    from torch._dynamo.utils import counters
     from transformers import StaticCache
 
     from resrl.models import rollout
 
     model, _ = models("qwen3-sliding")
-
-    def graphs():
-        import torch._dynamo
-
-        torch._dynamo.reset()
-        counters.clear()
-        _COMPILED_FAMILY[0] = None
-        out, _ = run_path(model, "qwen3-sliding", "compiled", "temperature", [[5, 6, 7] * 4] * 2, max_new_tokens=5,
-                          eos_token_id=None)
-        assert [len(c) for c in out.completion_ids] == [5, 5]
-        return counters["stats"]["unique_graphs"]
-
-    fixed = graphs()
+    _COMPILED_FAMILY[0] = None
+    fixed = conformance.compiled_graphs(model, "eager", tokens=5)
     real = rollout.static_cache
     rollout.static_cache = lambda config, n: StaticCache(config=config, max_cache_len=n)  # planted
     try:
-        planted = graphs()
+        planted = conformance.compiled_graphs(model, "eager", tokens=5)
     finally:
         rollout.static_cache = real
     assert fixed == 1, fixed

@@ -31,9 +31,9 @@ import math
 
 import pytest
 import torch
-from decoder_families import MIXED_INTERLEAVED, WINDOW, save_with_tokenizer
 from train_helpers import length_reward, overrides, toy_dataset
 
+from resrl.models.conformance import MIXED_INTERLEAVED, WINDOW, save_with_tokenizer
 from resrl.train import load_config, run_training
 
 GRAD_TOL = 1e-4

@@ -273,7 +273,7 @@ def test_a_mismatch_under_top_k_shows_and_the_threshold_stops_the_run(tmp_path, 
     generation.max_logp_diff turns it into an error. With the old check planted back (off unless
     temperature-only) both this test and the one above fail: KeyError 'generation/logp_diff_max',
     the mismatch went unseen."""
-    from decoder_families import save_with_tokenizer
+    from resrl.models.conformance import save_with_tokenizer
     from test_decoder_matrix import _unsliding_prefix_cache
 
     from resrl.engines.generation import OnPolicyMismatch
