@@ -13,7 +13,7 @@ stated tolerance, or refused.
    recorded log-prob against an independent forward: the model's plain float32 forward of the row
    alone (no padding, no cache), its sampling distribution written out here (softmax(z / T), top-k,
    top-p, renormalised: `reference_distribution`). Tolerance GEN_TOL = 2e-5 nats (measured max
-   3.4e-6, Gemma 2). Every sampled token must lie in the reference's support. Paged (transformers'
+   5.3e-6, Gemma 2). Every sampled token must lie in the reference's support. Paged (transformers'
    continuous batching) records no log-probs: its token distribution is tests/test_rollout.py's
    chi-square test.
 2. The training forward above the frozen layers (`test_shortcut_gradient_is_exact`), with the
@@ -23,8 +23,9 @@ stated tolerance, or refused.
    against a full forward from the embeddings, with activation checkpointing off / reentrant /
    non-reentrant, LoRA (peft) under reentrant checkpointing, a layer unfrozen after the generation
    path was built, and one unfrozen between generation and the training forward (the shortcut must
-   then stand down). Relative difference GRAD_TOL = 1e-4 (measured max 2.2e-6); the on-policy check
-   under top-k/top-p (the training forward's log-probs through the same warpers) below 1e-4.
+   then stand down). Relative difference GRAD_TOL = 1e-4 (measured max 1.6e-6, Gemma 2); the on-policy check
+   under top-k/top-p (the training forward's log-probs through the same warpers) below 1e-4 (measured max
+   3.8e-6).
 3. `auto` chooses only what this file proves per attention layout (resrl.engines.generation.PROVED).
 
 The defects of issue 51, each planted back and watched failing this matrix (transformers 5.23,
@@ -74,8 +75,8 @@ from resrl.models.attention import attention_layout
 from resrl.models.conformance import FAMILIES, PATH_SPECS, PROMPT_LENGTHS, SAMPLING, build, config_of, prompt_rows
 from resrl.models.rollout import left_pad
 
-GEN_TOL = 2e-5   # nats: recorded log-prob vs the independent forward (float32; measured max 3.4e-6)
-GRAD_TOL = 1e-4  # relative L2 difference of the trainable gradients (float32; measured max 2.2e-6)
+GEN_TOL = 2e-5   # nats: recorded log-prob vs the independent forward (float32; measured max 5.3e-6)
+GRAD_TOL = 1e-4  # relative L2 difference of the trainable gradients (float32; measured max 1.6e-6)
 ONPOLICY_TOL = 1e-4  # generation/logp_diff_max through the trainer's wiring (float32)
 
 PATHS = list(PATH_SPECS)
