@@ -14,7 +14,10 @@ the model's work is laid out:
                 caller that passes back each call's `Rollouts.cache_length` (the trainer does) keeps
                 one cache shape, hence one compiled decode step, until a longer prompt bucket
                 grows it (each new cache length is a recompile: an H200 run of 2026-11-28 spent
-                30-39 s of a step recompiling when the cache followed each batch's bucket)
+                30-39 s of a step recompiling when the cache followed each batch's bucket); the
+                static cache's sliding-window layers keep every position like full ones
+                (`static_cache`: transformers' window-sized ring buffer recompiled the step at every
+                token), the sliding-window mask doing the windowing
     shared prefill (either path, `shared_prefill=True`): the prompt's prefill — every prompt
                 token but the last — is computed once per distinct prompt and its KV cache
                 copied to the G rows of the group (`Cache.reorder_cache`); `generate` then
