@@ -19,6 +19,10 @@ first. Parts (in priority order, docs/gpu.md):
                    saved and reloaded
     bench-weights  ResRL's weights vs the authors' per-group loop at d=2560, T=4096, 256 and 1024 rows
     numerics       ResRL's weights from a bf16 forward vs float32 on the same batch
+    matrix         the conformance matrix's sliding-window and mixed-layer families (resrl.models.conformance,
+                   tests/test_decoder_matrix.py) in bf16: every generation path's recorded log-probs against a
+                   float32 per-row forward, the compiled path (inductor, CUDA graphs) compiling one graph, the
+                   frozen-layer shortcut's gradient against the full forward's (issue 51)
     engines        vLLM / DeepSpeed / FSDP: what could not run and why
 
 A part is `python scripts/gpu_check.py --part NAME --work DIR [...]`, writing DIR/parts/NAME.json.
@@ -67,6 +71,10 @@ TRAINER_PATHS = {
     "paged": {"backend": "paged"},
 }
 PHASES = ("generation", "old_logps", "weights", "forward_backward", "other")
+# the matrix part: resrl.models.conformance's families with sliding-window or mixed layers, the most used first
+MATRIX_FAMILIES = ("qwen3-sliding", "gemma3", "gpt-oss", "gemma2", "mistral-sliding", "olmo3", "smollm3",
+                   "qwen2-sliding", "phi3-sliding")
+MATRIX_PATHS = ("hf", "hf+shared", "hf+static", "hf+shared+static", "compiled", "compiled+shared")
 
 
 def profile(args) -> dict:
@@ -82,8 +90,12 @@ def profile(args) -> dict:
                     generation=dict(shape="tiny", rows=16, paths="hf,hf+shared,compiled+shared",
                                     compile_backend="eager", train_candidates=("hf", "hf+shared")),
                     # generous: a rehearsal on a loaded 2-core CI runner took 47 s to import TRL, 88 s per train run
+                    # the matrix: two families (a sliding Qwen3, a Gemma 3), float32, torch.compile's "eager"
+                    # backend: the CPU-side wiring of the GPU part, at float32's tolerances
+                    matrix=dict(families=("qwen3-sliding", "gemma3"), paths=MATRIX_PATHS, dtype="float32",
+                                compile_backend="eager", logprob_tol=1e-4, outside_tol=0, grad_tol=1e-4),
                     budgets={"env": 150, "model": 150, "generation": 240, "train": 300, "bench-weights": 150,
-                             "numerics": 150, "engines": 90},
+                             "numerics": 150, "matrix": 150, "engines": 90},
                     total_budget=None)
     return dict(group_size=8, rollout_prompts=4, micro_batch=8, max_new_tokens=args.max_new_tokens,
                 max_prompt_length=512, bench=dict(d=2560, T=4096, rows=(256, 1024), group_size=4),
@@ -102,11 +114,23 @@ def profile(args) -> dict:
                 # 122 s, bench-weights 11 s, numerics 16 s, engines 5 s; the compiled-path train runs did not
                 # finish a step in 70 s cold (~25 s start + the first compile), and took 89-138 s for 3 steps
                 # with the inductor cache warm but recompiling per prompt bucket (fixed since: one cache shape)
+                # the matrix (issue 51): the sliding-window and mixed-layer families in bf16, the compiled paths
+                # with inductor ("reduce-overhead": CUDA graphs). bf16's tolerances, against a float32 per-row
+                # forward of the same weights: 0.25 nats inside the reference's top-k/top-p support and at most 2
+                # of the 64 sampled tokens on the other side of a truncation boundary (in bf16 on CPU every path,
+                # HF generate's own included, measured <= 0.17 nats and <= 1 such token; the shortcut's gradient
+                # <= 0.018); the defects they guard against were 0.3-7 nats, several tokens outside the support,
+                # gradients off by 0.3-1.3. Not yet run on a GPU, so no timing is known: every family's
+                # uncompiled cells first (~15 s on a CPU), the compiled ones of qwen3-sliding and gemma3 with
+                # them, the other families' compiles until the budget ends (`--parts matrix` runs it alone)
+                matrix=dict(families=MATRIX_FAMILIES, paths=MATRIX_PATHS, dtype="bfloat16", compile_backend="inductor",
+                            logprob_tol=0.25, outside_tol=2, grad_tol=0.1),
                 budgets={"env": 25, "model": 20, "generation": 110, "train": 90, "train-grpo-hf": 50,
-                         "bench-weights": 15, "numerics": 20, "engines": 8},
-                # 515 s of parts + the install (25 s on a fresh machine, 5-10 s with the wheels installed) stays
-                # inside 9 minutes; later parts keep at least 10 s each whatever the earlier ones took
-                total_budget=515)
+                         "bench-weights": 15, "numerics": 20, "matrix": 80, "engines": 8},
+                # 575 s of parts + the install (25 s on a fresh machine, 5-10 s with the wheels installed) stays
+                # inside the 10 minutes of a device command; later parts keep at least 10 s each whatever the
+                # earlier ones took
+                total_budget=575)
 
 
 # ==== the driver ===================================================================================
@@ -137,7 +161,7 @@ def main(argv=None) -> int:
 
 
 def part_names(args) -> list[str]:
-    names = ["env", "model", "generation", *TRAIN_RUNS, "bench-weights", "numerics", "engines"]
+    names = ["env", "model", "generation", *TRAIN_RUNS, "bench-weights", "numerics", "matrix", "engines"]
     if args.parts:
         wanted = args.parts.split(",")
         unknown = set(wanted) - set(names)
@@ -699,6 +723,58 @@ def part_numerics(args, work, prof) -> dict:
             "finite": bool(torch.isfinite(w16).all() and torch.isfinite(w32).all())}
 
 
+def part_matrix(args, work, prof) -> dict:
+    """The conformance matrix's sliding-window and mixed-layer families (resrl.models.conformance.run_matrix)
+    on this device in the profile's dtype: each cell's value against the profile's tolerance. Rows are
+    written to the part's result file as they come, so a part cut short by its budget keeps them."""
+    import torch
+
+    from resrl.models import conformance
+
+    m = prof["matrix"]
+    device = _device(args)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False  # the float32 reference stays float32
+    rows: list[dict] = []
+    partial = work / "parts" / "matrix.json"
+    settings = {k: (list(v) if isinstance(v, tuple) else v) for k, v in m.items()}
+
+    def keep(row):
+        rows.append(row)
+        partial.write_text(json.dumps({"status": "timeout", "settings": settings, "rows": rows}, default=str))
+
+    deadline = time.monotonic() + max(5.0, args.budget - 15)
+    conformance.run_matrix(m["families"], m["paths"], device=device, dtype=getattr(torch, m["dtype"]),
+                           compile_backend=m["compile_backend"], deadline=deadline, on_result=keep)
+    return {"settings": settings, "rows": rows, **matrix_verdict(rows, m)}
+
+
+def matrix_verdict(rows: list[dict], m: dict) -> dict:
+    """Each row judged: log-probs within logprob_tol (nats) inside the reference's support with at most
+    outside_tol tokens outside it, one compiled graph, the shortcut's gradient within grad_tol;
+    {"failed": [...], "skipped": n, "cells": n, "status", "error"}."""
+    failed, skipped = [], 0
+    for r in rows:
+        if r.get("skipped"):
+            skipped += 1
+            continue
+        tol = {"logprobs": m["logprob_tol"], "shortcut_gradient": m["grad_tol"]}.get(r["check"])
+        value = r.get("value")
+        ok = "error" not in r and value is not None and (
+            value == 1 if r["check"] == "compiled_graphs" else math.isfinite(value) and value <= tol
+            and r.get("outside", 0) <= m["outside_tol"])
+        r["ok"] = ok
+        if not ok:
+            failed.append({k: r.get(k) for k in ("family", "check", "path", "option", "sampling", "value", "outside",
+                                                  "error")})
+    res = {"failed": failed, "skipped": skipped, "cells": len(rows)}
+    if failed:
+        res.update(status="error", error=f"{len(failed)} of {len(rows)} matrix cells not exact: {failed[0]}")
+    else:
+        res["status"] = "ok"
+    return res
+
+
 def part_engines(args, work, prof) -> dict:
     import importlib.util
 
@@ -721,7 +797,7 @@ def part_engines(args, work, prof) -> dict:
 
 
 PARTS = {"env": part_env, "model": part_model, "generation": part_generation, "train": part_train,
-         "bench-weights": part_bench_weights, "numerics": part_numerics, "engines": part_engines}
+         "bench-weights": part_bench_weights, "numerics": part_numerics, "matrix": part_matrix, "engines": part_engines}
 
 
 # ==== the report ===================================================================================
@@ -852,6 +928,23 @@ def write_report(out: Path, report: dict) -> None:
                       f"{_f(nu['mean_abs_delta_omega'], 4)}, Spearman ρ(ω_bf16, ω_fp32) = {_f(nu['spearman_omega'], 4)}."]
         else:
             lines.append(f"not measured: {nu.get('error') or nu['status']}")
+    ma = parts.get("matrix")
+    if ma:
+        lines += ["", "## Conformance matrix (`resrl.models.conformance`, tests/test_decoder_matrix.py)", ""]
+        st = ma.get("settings") or {}
+        lines += [f"{st.get('dtype')} on `{report['device_requested']}`, compile backend {st.get('compile_backend')}; "
+                  f"log-probs: max |recorded − float32 per-row forward| inside its top-k/top-p support (nats, "
+                  f"tolerance {st.get('logprob_tol')}) and the sampled tokens outside it (at most "
+                  f"{st.get('outside_tol')}); "
+                  f"shortcut: gradient rel. difference (tolerance {st.get('grad_tol')}); compiled graphs for one "
+                  f"call (1: no recompiles). {ma.get('cells', 0)} cells, {ma.get('skipped', 0)} skipped for time.", "",
+                  "| family | check | path / option | sampling | value | outside | s | ok |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in ma.get("rows") or []:
+            lines.append(f"| {r.get('family')} | {r.get('check')} | {r.get('path') or r.get('option') or ''} | "
+                         f"{r.get('sampling') or ''} | {_f(r.get('value'), 4) if 'value' in r else ''} | "
+                         f"{r.get('outside', '')} | {r.get('seconds', '')} | "
+                         f"{r.get('skipped') or r.get('error', '')[:80] or ('yes' if r.get('ok') else 'NO')} |")
     en = parts.get("engines")
     lines += ["", "## What did not run, and why", ""]
     for name, e in parts.items():

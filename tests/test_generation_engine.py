@@ -1,7 +1,9 @@
 """The trainer's generation path (issue 42, resrl.engines.generation): `generation.backend` and TRL's
 own fields, one clear error for a path that cannot run, `auto`'s choice, and — through `resrl train`'s
 path — the training forward that starts above the frozen layers (generation.reuse_frozen) giving
-the log-probs sampling recorded (`generation/logp_diff_max`) and the update a full forward gives."""
+the log-probs sampling recorded (`generation/logp_diff_max`) and the update a full forward gives.
+Issue 51: the on-policy check under top-k / top-p (like with like, the loss untruncated) and its
+threshold, generation.max_logp_diff. The per-architecture matrix is tests/test_decoder_matrix.py."""
 
 from __future__ import annotations
 
@@ -90,14 +92,20 @@ def test_auto_follows_the_committed_table_and_trls_flags():
     assert r.reuse_frozen is False and r.own_path is False
 
 
-def test_sampling_is_tempered_softmax():
+def test_what_the_onpolicy_check_compares():
+    """Temperature only: the loss's own log-probs; truncating warpers (top-k, top-p, min-p): the
+    processed distribution; processors that depend on a row's history: nothing, saying why."""
     from transformers import GenerationConfig
 
     plain = dict(do_sample=True, temperature=0.7, top_p=1.0, top_k=0, min_p=None, repetition_penalty=1.0)
-    assert gen.sampling_is_tempered_softmax(GenerationConfig(**plain))
-    for change in (dict(top_k=5), dict(top_p=0.9), dict(min_p=0.1), dict(repetition_penalty=1.1),
-                   dict(min_new_tokens=4)):
-        assert not gen.sampling_is_tempered_softmax(GenerationConfig(**{**plain, **change})), change
+    check = gen.OnPolicyCheck(GenerationConfig(**plain))
+    assert check.skip is None and not check.truncated and check.describe() == "temperature"
+    for change in (dict(top_k=5), dict(top_p=0.9), dict(min_p=0.1)):
+        check = gen.OnPolicyCheck(GenerationConfig(**{**plain, **change}))
+        assert check.skip is None and check.truncated, change
+    for change, named in ((dict(repetition_penalty=1.1), "repetition_penalty"), (dict(min_new_tokens=4), "min_new_tokens"),
+                          (dict(no_repeat_ngram_size=2), "no_repeat_ngram_size"), (dict(do_sample=False), "greedy")):
+        assert named in gen.OnPolicyCheck(GenerationConfig(**{**plain, **change})).skip, change
 
 
 # ---- through resrl train: reuse of the frozen layers -------------------------------------------------
@@ -202,3 +210,92 @@ def test_resrl_grpo_config_fields_reach_the_trainer(model_dir, tmp_path):
     r = trainer.rollout_path.resolved
     assert (r.backend, r.shared_prefill, r.reuse_frozen, r.own_path) == ("hf", True, False, True)
     assert r.reason == "generation.backend"
+
+
+# ---- the on-policy check under every sampling setting (issue 51) ----------------------------------------
+
+TOPKP = ("trl.top_k=5", "trl.top_p=0.9")
+
+
+def _spy_policy_loss(monkeypatch):
+    """[(the micro-batch's inputs, the PolicyLossInputs the loss got)] of every policy-loss call."""
+    from resrl.engines import trl as trl_engine
+
+    seen, real_get, real_compute = [], trl_engine.get_policy_loss, trl_engine.ResRLTrainer.compute_policy_loss
+    batches = []
+
+    def get(name):
+        fn = real_get(name)
+        return lambda inp, cfg: (seen.append((batches[-1], inp)), fn(inp, cfg))[1]
+
+    def compute(self, model, inputs):
+        batches.append({k: v for k, v in inputs.items() if isinstance(v, torch.Tensor)})
+        return real_compute(self, model, inputs)
+
+    monkeypatch.setattr(trl_engine, "get_policy_loss", get)
+    monkeypatch.setattr(trl_engine.ResRLTrainer, "compute_policy_loss", compute)
+    return seen
+
+
+def test_onpolicy_check_under_top_k_and_top_p_keeps_the_loss_untruncated(model_dir, tmp_path, monkeypatch):
+    """With top-k 5 and top-p 0.9 the trainer logs generation/logp_diff_max — the training forward's
+    log-probs through the same warpers against what generation recorded — and it is at rounding level.
+    (Before issue 51 it was not logged at all under top-k / top-p: the check compared the truncated
+    distribution with the untruncated one, so it was switched off; planted back, the key is missing.)
+    The policy loss still gets the untruncated log softmax(z / T) (as TRL's does): checked against the
+    initial model's own forward on the batch of the first step."""
+    from transformers import AutoModelForCausalLM
+
+    seen = _spy_policy_loss(monkeypatch)
+    metrics = _train(model_dir, tmp_path / "topkp", "grpo", *FAST, *TOPKP)
+    assert metrics["generation/logp_diff_max"] < 1e-4
+    model = AutoModelForCausalLM.from_pretrained(model_dir).eval()  # the weights of the first step's forward
+    truncated = 0
+    for batch, inp in seen[:2]:
+        ids = torch.cat([batch["prompt_ids"], batch["completion_ids"]], 1)
+        attn = torch.cat([batch["prompt_mask"], batch["completion_mask"]], 1)
+        P, m = batch["prompt_ids"].shape[1], inp.response_mask.bool()
+        with torch.no_grad():
+            logits = model(input_ids=ids, attention_mask=attn).logits[:, P - 1:-1].float() / 0.7
+        plain = torch.log_softmax(logits, -1).gather(-1, batch["completion_ids"][..., None])[..., 0]
+        assert (inp.logprobs.detach() - plain)[m].abs().max() < 1e-4  # the loss: untruncated
+        # what generation recorded: the truncated (renormalised) distribution, larger where mass was cut
+        gap = (batch["sampling_per_token_logps"] - plain)[m]
+        assert (gap > -1e-5).all()
+        truncated += int((gap > 1e-3).sum())
+    assert truncated > 0  # the truncation was in play
+
+
+def test_a_mismatch_under_top_k_shows_and_the_threshold_stops_the_run(tmp_path, monkeypatch):
+    """A sampler drawing from the wrong distribution, with top-k/top-p sampling: issue 51's prefix cache
+    copied without its sliding state (planted: tests/test_decoder_matrix._unsliding_prefix_cache) on a
+    Mistral-style model with TRL's cache_implementation="static". generation/logp_diff_max shows it;
+    generation.max_logp_diff turns it into an error. With the old check planted back (off unless
+    temperature-only) both this test and the one above fail: KeyError 'generation/logp_diff_max',
+    the mismatch went unseen."""
+    from resrl.models.conformance import save_with_tokenizer
+    from test_decoder_matrix import _unsliding_prefix_cache
+
+    from resrl.engines.generation import OnPolicyMismatch
+    from resrl.models import rollout
+
+    model_dir = save_with_tokenizer("mistral-sliding", tmp_path / "mistral")
+    keys = ("trl.cache_implementation=static", *TOPKP)
+    clean = _train(model_dir, tmp_path / "clean", "grpo", *keys)
+    assert clean["generation/logp_diff_max"] < 1e-4
+    monkeypatch.setattr(rollout, "_prefix_cache", _unsliding_prefix_cache)
+    bad = _train(model_dir, tmp_path / "bad", "grpo", *keys)
+    assert bad["generation/logp_diff_max"] > 1e-2
+    with pytest.raises(OnPolicyMismatch, match="exceeds generation.max_logp_diff = 0.001"):
+        _train(model_dir, tmp_path / "stopped", "grpo", *keys, "generation.max_logp_diff=1e-3")
+
+
+def test_the_threshold_is_refused_where_it_cannot_be_checked(model_dir, tmp_path):
+    with pytest.raises(ConfigError, match="max_logp_diff must be > 0"):
+        _cfg(tmp_path, "generation.max_logp_diff=0").validate()
+    # TRL's own call records no log-probs
+    with pytest.raises(ValueError, match="max_logp_diff needs resrl's own generation path"):
+        _train(model_dir, tmp_path / "trl", "grpo", *FULL, "generation.max_logp_diff=1e-3")
+    # a repetition penalty depends on each row's history: the training forward does not replay it
+    with pytest.raises(ValueError, match="repetition_penalty=1.1"):
+        _train(model_dir, tmp_path / "rep", "grpo", *FAST, "trl.repetition_penalty=1.1", "generation.max_logp_diff=1e-3")

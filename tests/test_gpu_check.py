@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 TRAIN_PARTS = ("train-grpo-hf", "train-grpo", "train-resrl-aligned", "train-resrl-extra-pass")
-ALL_PARTS = ("env", "model", "generation", *TRAIN_PARTS, "bench-weights", "numerics", "engines")
+ALL_PARTS = ("env", "model", "generation", *TRAIN_PARTS, "bench-weights", "numerics", "matrix", "engines")
 STEPS = {"train-grpo-hf": 2}  # the HF-generation run that gives the step split before: 2 steps; the others 3
 
 
@@ -146,6 +146,70 @@ def test_rehearsal_weights_and_numerics(rehearsal):
     assert {f"{n}.log" for n in ALL_PARTS} <= {p.name for p in (out / "logs").iterdir()}
     assert (out / "generation.md").is_file() and (out / "generation.json").is_file()
     assert len((out / "progress.log").read_text().splitlines()) == 2 * len(ALL_PARTS) + 1
+
+
+@pytest.mark.slow
+def test_rehearsal_matrix_part(rehearsal):
+    """The conformance matrix part ran in its subprocess and wrote its table (its cells are checked in
+    test_matrix_part_runs_the_conformance_checks, in-process)."""
+    report, md, _ = rehearsal
+    ma = report["parts"]["matrix"]
+    assert ma["status"] == "ok" and ma["cells"] == 30 and not ma["failed"] and ma["skipped"] == 0, ma.get("failed")
+    assert "## Conformance matrix" in md and "compiled_graphs" in md
+
+
+def _gpu_check_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts" / "gpu_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_matrix_part_runs_the_conformance_checks(tmp_path):
+    """The GPU check's `matrix` part (issue 51), in-process with the CPU rehearsal's profile: every cell
+    of resrl.models.conformance.run_matrix for the profile's families — each path x sampling's
+    log-probs, the compiled path's graph count, the shortcut's gradient — judged against the profile's
+    tolerances, its report section written. On a GPU the same part runs the sliding-window and
+    mixed-layer families in bf16, compiled with inductor (CUDA graphs): the profile says so."""
+    from types import SimpleNamespace
+
+    from resrl.models.attention import attention_layout
+    from resrl.models.conformance import FAMILIES, PATH_SPECS, config_of
+
+    gc = _gpu_check_module()
+    args = SimpleNamespace(device="cpu", tiny=True, budget=150.0, max_new_tokens=128)
+    (tmp_path / "parts").mkdir()
+    prof = gc.profile(args)
+    res = gc.part_matrix(args, tmp_path, prof)
+    rows = res["rows"]
+    assert res["status"] == "ok", res.get("failed")
+    assert len(rows) == 2 * (len(PATH_SPECS) * 2 + 2 + 1) and all(r["ok"] for r in rows)
+    checks = {(r["family"], r["check"], r.get("path") or r.get("option"), r.get("sampling")) for r in rows}
+    for family in ("qwen3-sliding", "gemma3"):
+        assert (family, "compiled_graphs", None, None) in checks
+        assert all((family, "logprobs", p, s) in checks for p in PATH_SPECS for s in ("temperature", "top-k/top-p"))
+    assert all(r["value"] == 1 for r in rows if r["check"] == "compiled_graphs")
+    assert all(r["value"] < 1e-4 and r["outside"] == 0 for r in rows if r["check"] == "logprobs")
+    assert (tmp_path / "parts" / "matrix.json").is_file()  # written as the rows came
+    # the report's section
+    out = tmp_path / "out"
+    out.mkdir()
+    gc.write_report(out, {"started": "now", "tiny": True, "device_requested": "cpu", "command": "test",
+                          "parts": {"matrix": {**res, "wall_s": 1.0, "budget_s": 150}}})
+    md = (out / "gpu_check.md").read_text()
+    assert "## Conformance matrix" in md and md.count("| yes |") == len(rows)
+    # a cell out of tolerance fails the part, naming it
+    bad = gc.matrix_verdict([{"family": "gemma3", "check": "logprobs", "path": "compiled+shared", "sampling": "top-k/top-p",
+                              "value": 0.01, "outside": 5}, {"family": "gemma3", "check": "compiled_graphs", "value": 4}],
+                            prof["matrix"])
+    assert bad["status"] == "error" and len(bad["failed"]) == 2 and "compiled+shared" in bad["error"]
+    # the GPU profile: bf16, inductor (CUDA graphs on CUDA), every sliding / mixed family of the matrix
+    gpu = gc.profile(SimpleNamespace(tiny=False, max_new_tokens=128))["matrix"]
+    assert (gpu["dtype"], gpu["compile_backend"]) == ("bfloat16", "inductor")
+    assert set(gpu["families"]) == {f for f in FAMILIES if attention_layout(config_of(f)) == "sliding"}
+    assert set(gpu["paths"]) == set(PATH_SPECS) and "matrix" in gc.part_names(SimpleNamespace(parts=None))
 
 
 def test_broken_or_slow_part_is_reported_and_the_report_kept(tmp_path):

@@ -13,11 +13,20 @@ TRL trainer's call into resrl.models.rollout.
     prompt_bucket    compiled: prompts left-padded to a multiple of this many tokens
     reuse_frozen     with frozen bottom layers (model.trainable_layers), the training forward starts
                      from the frozen layers' outputs that generation computed for the same tokens
-                     (resrl.engines.frozen_trunk; None: auto's choice; hf / compiled only)
+                     (resrl.models.frozen_trunk; None: auto's choice; hf only)
+    max_logp_diff    the on-policy check's error threshold: a step whose generation/logp_diff_max
+                     exceeds it stops the run (None: logged only)
+
+Exact per architecture: each fast path (shared prefill, resrl's static cache, the compiled decode,
+the frozen-layer shortcut) runs only on the attention layouts (resrl.models.attention) where the
+conformance matrix, tests/test_decoder_matrix.py, proved it exact (`PROVED`). Asked for on another
+layout it is refused (one error naming the layout); chosen by `auto` it falls back to the exact
+path, and the reason is logged once and counted in `generation/fallback/<option>`.
 
 A path that cannot run raises one `GenerationUnavailable` naming what is missing (vllm not
 installed, no C++ compiler for torch.compile on CPU, transformers too old for continuous
-batching); nothing falls back to another sampler. TRL's own fields keep their meaning:
+batching); nothing falls back to another sampler (the exact-path fallbacks above change only
+how the same sampler's work is laid out). TRL's own fields keep their meaning:
 `use_vllm` / `use_transformers_continuous_batching` select their path (and contradict another
 backend), `generation_kwargs`, `cache_implementation` (the hf path's; the compiled path's cache is
 static by definition), temperature / top-p / top-k / min-p / repetition penalty reach every path
@@ -57,6 +66,18 @@ AUTO = {
 }
 
 
+# The fast paths and the attention layouts (resrl.models.attention.attention_layout) on which the
+# conformance matrix (tests/test_decoder_matrix.py: 13 families of transformers' own classes, every
+# path x short and long prompts x left padding x temperature-only and top-k/top-p sampling, and the
+# shortcut's gradient with activation checkpointing off / reentrant / non-reentrant, LoRA, layers
+# unfrozen after construction) proved them exact. One table: a layout not listed proves nothing.
+FAST_OPTIONS = ("shared_prefill", "compiled", "reuse_frozen")
+PROVED = {
+    "full": frozenset(FAST_OPTIONS),
+    "sliding": frozenset(FAST_OPTIONS),
+}
+
+
 @dataclass
 class GenerationSettings:
     """The `generation:` section of a training config (and `ResRLTrainer(generation=...)`)."""
@@ -68,6 +89,10 @@ class GenerationSettings:
     # with model.trainable_layers: the training forward reuses the frozen layers' outputs computed
     # during generation (null: auto's choice for the device)
     reuse_frozen: bool | None = None
+    # the on-policy check (generation/logp_diff_max: the log-probs generation recorded vs the training
+    # forward's under the same temperature / top-k / top-p): a step above this many nats stops the run
+    # with an error (null: logged only). Needs resrl's own generation path (docs/generation.md).
+    max_logp_diff: float | None = None
 
 
 class GenerationUnavailable(RuntimeError):
@@ -82,6 +107,8 @@ class ResolvedGeneration:
     reuse_frozen: bool
     own_path: bool  # resrl.models.rollout runs it (else TRL's own code path, unchanged)
     reason: str  # how it was chosen (logged once)
+    layout: str = "full"  # the model's attention layout (resrl.models.attention)
+    fallbacks: tuple[tuple[str, str], ...] = ()  # (option, why) that auto left out: logged once, counted per step
 
 
 def trl_flags(settings: GenerationSettings, trl_section: dict) -> dict:
@@ -118,6 +145,8 @@ def check_settings(settings: GenerationSettings) -> None:
     if settings.shared_prefill and settings.backend in ("paged", "vllm"):
         raise ValueError(f"generation.shared_prefill applies to the hf and compiled backends; {settings.backend} "
                          "schedules its own prefill (set it to null)")
+    if settings.max_logp_diff is not None and not settings.max_logp_diff > 0:
+        raise ValueError(f"generation.max_logp_diff must be > 0 (nats) or null, got {settings.max_logp_diff!r}")
     if settings.reuse_frozen and settings.backend in ("paged", "vllm"):
         raise ValueError(f"generation.reuse_frozen needs the frozen layers' outputs of generation, which the "
                          f"{settings.backend} backend does not expose (set it to null)")
@@ -145,11 +174,13 @@ def requirement_problem(backend: str, device_type: str) -> str | None:
 
 
 def resolve(settings: GenerationSettings, device_type: str, *, use_vllm: bool = False, paged: bool = False,
-            multi_turn: bool = False, frozen_layers: bool = False) -> ResolvedGeneration:
+            multi_turn: bool = False, frozen_layers: bool = False, layout: str = "full") -> ResolvedGeneration:
     """The path a run uses. `use_vllm` / `paged`: TRL's flags as the trainer has them; `multi_turn`:
     tools, environments or a rollout_func (TRL's generation loop stays TRL's: only the hf path);
-    `frozen_layers`: the model has frozen bottom layers. GenerationUnavailable when the path named
-    cannot run here."""
+    `frozen_layers`: the model has frozen bottom layers; `layout`: its attention layout
+    (resrl.models.attention), which decides which fast paths are proved (`PROVED`).
+    GenerationUnavailable when the path named cannot run here; ValueError when a fast path asked
+    for is not proved exact on `layout`."""
     check_settings(settings)
     b = settings.backend
     if use_vllm and b not in ("auto", "vllm") or paged and b not in ("auto", "paged"):
@@ -179,10 +210,40 @@ def resolve(settings: GenerationSettings, device_type: str, *, use_vllm: bool = 
                              "rollouts; tools / environments / rollout_func keep TRL's generation loop (hf, paged "
                              "or vllm)")
         shared = reuse = False
-    reuse = reuse and frozen_layers
+    reuse = bool(reuse and frozen_layers)
+    fallbacks = []
+    # only what the matrix proved on this layout: asked for -> refused; auto's choice -> left out, said why
+    proved = PROVED.get(layout, frozenset())
+    asked = {"compiled": b == "compiled", "shared_prefill": settings.shared_prefill is True,
+             "reuse_frozen": settings.reuse_frozen is True}
+    for option, on in (("compiled", backend == "compiled"), ("shared_prefill", shared), ("reuse_frozen", reuse)):
+        if not on or option in proved:
+            continue
+        where = sorted(k for k, v in PROVED.items() if option in v)
+        why = (f"not proved exact on this model's attention layout ({layout}); tests/test_decoder_matrix.py proves "
+               f"it on {', '.join(where)} layouts")
+        if asked[option]:
+            raise ValueError(f"generation.{'backend: compiled' if option == 'compiled' else option + ': true'}: {why}")
+        fallbacks.append((option, why))
+        if option == "compiled":
+            backend, own = "hf", True
+        elif option == "shared_prefill":
+            shared = False
+        else:
+            reuse = False
+    if backend == "compiled" and reuse:
+        # a compiled (CUDA-graph) decode step runs no Python hooks: the frozen layers' outputs of the
+        # decoded tokens cannot be recorded (the trainer crashed here at its first round: issue 51)
+        why = ("generation.backend: compiled runs its decode steps without Python hooks, so the frozen layers' "
+               "outputs are not recorded; the training forward runs every layer")
+        if asked["reuse_frozen"]:
+            raise ValueError(f"generation.reuse_frozen: true needs generation.backend hf: {why}")
+        fallbacks.append(("reuse_frozen", why))
+        reuse = False
     # TRL's call, unchanged, when nothing differs from it
     own = own and (backend != "hf" or shared or reuse)
-    return ResolvedGeneration(backend, bool(shared), settings.prompt_bucket, bool(reuse), own, reason)
+    return ResolvedGeneration(backend, bool(shared), settings.prompt_bucket, bool(reuse), own, reason, layout,
+                              tuple(fallbacks))
 
 
 # ---- the TRL trainer's generation path --------------------------------------------------------------
@@ -195,33 +256,37 @@ class TrainerGeneration:
 
         generate(trainer, prompt_ids, images, multimodal_fields, trl_call)  TRL's _generate_single_turn
         attach(trainer, batch)          the frozen layers' states into TRL's generation batch (reuse_frozen)
-        training_forward(model, inputs, input_ids)   a context around the training forward (reuse_frozen)
+        training_forward(model, inputs, input_ids)   a context around the training forward (reuse_frozen,
+                                                     and the on-policy check's head inputs)
         log_onpolicy(sink, logps, inputs, mask)      generation/logp_diff_{mean,max}: |sampled − trained|
 
     `needs_penultimate`: the algorithm reads the penultimate layer's states, which the training
-    forward must then compute (the reused trunk stops below it)."""
+    forward must then compute (the reused trunk stops below it).
+
+    The frozen depth is read at every generation round, not once (layers unfrozen after the trainer
+    was built used to keep a zero gradient: the shortcut skipped them, issue 51), and checked again
+    at the training forward: states recorded below a layer that has become trainable since are not
+    used (the full forward runs; logged once, counted in generation/fallback/reuse_frozen)."""
 
     def __init__(self, trainer, settings: GenerationSettings | None, needs_penultimate: bool) -> None:
         import logging
 
-        from resrl.models.freeze import decoder_layers
-        from resrl.models.frozen_trunk import frozen_depth
+        from resrl.models.attention import attention_layout
 
-        log = logging.getLogger(__name__)
+        self.log = logging.getLogger(__name__)
         if settings is None:
             settings = GenerationSettings(backend=getattr(trainer.args, "generation_backend", None) or "auto",
                                           shared_prefill=getattr(trainer.args, "shared_prefill", None),
                                           reuse_frozen=getattr(trainer.args, "reuse_frozen", None))
+        self.needs_penultimate = needs_penultimate
         model = trainer.accelerator.unwrap_model(trainer.model)
-        depth = frozen_depth(model)
-        if depth and needs_penultimate:
-            depth = min(depth, len(decoder_layers(model)[0]) - 2)  # the penultimate layer runs in the training forward
+        depth = self.frozen_depth(model)
         # tools, environments, a rollout_func (TRL's loop) or the step layout (its own sampler, engines/steps.py)
         multi_turn = (bool(trainer.tools) or trainer.environment_factories is not None
                       or trainer.rollout_func is not None or getattr(trainer, "step_rollout", None) is not None)
         resolved = resolve(settings, trainer.accelerator.device.type, use_vllm=bool(trainer.use_vllm),
                            paged=bool(trainer.use_transformers_continuous_batching), multi_turn=multi_turn,
-                           frozen_layers=depth > 0)
+                           frozen_layers=depth > 0, layout=attention_layout(model))
         sharded = trainer.is_fsdp_enabled or (trainer.is_deepspeed_enabled and getattr(
             trainer.accelerator.state.deepspeed_plugin, "zero_stage", 0) == 3)
         if resolved.own_path and sharded:
@@ -229,29 +294,83 @@ class TrainerGeneration:
                 raise ValueError("generation.backend: compiled, shared_prefill and reuse_frozen run on a whole model; "
                                  "FSDP / DeepSpeed ZeRO-3 shard it: use generation.backend hf, paged or vllm")
             resolved = ResolvedGeneration("hf", False, resolved.prompt_bucket, False, False,
-                                          resolved.reason + "; TRL's call under FSDP / ZeRO-3 (sharded weights)")
+                                          resolved.reason + "; TRL's call under FSDP / ZeRO-3 (sharded weights)",
+                                          resolved.layout, resolved.fallbacks)
         self.resolved = resolved
-        self.depth = depth if resolved.reuse_frozen else 0
+        self.max_logp_diff = settings.max_logp_diff
+        self.depth = depth if resolved.reuse_frozen else 0  # the frozen depth of the last generation round
+        self.states_depth = 0  # the depth the attached states were recorded at
         self._pending = None  # the last generate()'s rollouts, until attach()
+        self._pending_depth = 0
         self._cache_length = 0  # the static KV cache's length so far (the compiled path's one shape)
-        log.info("generation: %s%s%s (%s)", resolved.backend, ", shared prefill" if resolved.shared_prefill else "",
-                 f", training forward above the {self.depth} frozen layers" if self.depth else "", resolved.reason)
+        self._said: set[str] = set()  # fallbacks already logged
+        self.onpolicy = OnPolicyCheck(None)  # set_sampling: the trainer's GenerationConfig
+        self._head_inputs = None  # the on-policy check's final-norm outputs of the training forward
+        self._head_model = None
+        self.log.info("generation: %s%s%s (%s; attention layout %s)", resolved.backend,
+                      ", shared prefill" if resolved.shared_prefill else "",
+                      f", training forward above the {self.depth} frozen layers" if self.depth else "",
+                      resolved.reason, resolved.layout)
+        for option, why in resolved.fallbacks:
+            self.fallback(option, why)
+
+    def frozen_depth(self, model) -> int:
+        """How many bottom layers the training forward may skip now (0: none)."""
+        from resrl.models.freeze import decoder_layers
+        from resrl.models.frozen_trunk import frozen_depth
+
+        depth = frozen_depth(model)
+        if depth and self.needs_penultimate:  # the penultimate layer runs in the training forward
+            depth = max(0, min(depth, len(decoder_layers(model)[0]) - 2))
+        return depth
+
+    def fallback(self, option: str, why: str, sink: dict | None = None) -> None:
+        """A fast path left out for an exact one: the reason logged once; counted in `sink`."""
+        if option not in self._said:
+            self._said.add(option)
+            self.log.warning("generation: %s off, the exact path runs instead: %s (counted in "
+                             "generation/fallback/%s)", option, why, option)
+        if sink is not None:
+            sink[f"generation/fallback/{option}"].append(1.0)
+
+    def set_sampling(self, generation_config) -> None:
+        """The trainer's GenerationConfig: what the on-policy check compares (`OnPolicyCheck`). A
+        threshold (generation.max_logp_diff) that could never be checked is refused."""
+        self.onpolicy = OnPolicyCheck(generation_config)
+        if self.max_logp_diff is None:
+            return
+        if not self.resolved.own_path:
+            raise ValueError("generation.max_logp_diff needs resrl's own generation path, which records each sampled "
+                             f"token's log-prob; this run uses TRL's call ({self.resolved.backend}: "
+                             f"{self.resolved.reason}). Set generation.shared_prefill: true or backend: compiled, or "
+                             "leave max_logp_diff null")
+        if self.onpolicy.skip is not None:
+            raise ValueError(f"generation.max_logp_diff cannot be checked: {self.onpolicy.skip}")
 
     # -- generation ------------------------------------------------------------------------------------
 
     def generate(self, trainer, prompt_ids, images, multimodal_fields, trl_call):
+        from resrl.engines import trl_compat
+
+        sink = trl_compat.metrics(trainer, "train" if trainer.model.training else "eval")
+        for option, why in self.resolved.fallbacks:
+            self.fallback(option, why, sink)
         if not self.resolved.own_path or images is not None or multimodal_fields:
             return trl_call()
-        from resrl.engines import trl_compat
         from resrl.models.rollout import RolloutSettings, generate_rollouts
 
         settings = RolloutSettings(self.resolved.backend, shared_prefill=self.resolved.shared_prefill,
                                    prompt_bucket=self.resolved.prompt_bucket, cache_length=self._cache_length)
         with trainer.model_for_generation() as model:
+            depth = self.frozen_depth(model) if self.resolved.reuse_frozen else 0
+            if depth != self.depth:
+                self.log.info("generation: the training forward now starts above %d frozen layers (was %d)", depth,
+                              self.depth)
+                self.depth = depth
             out = generate_rollouts(model, prompt_ids, trainer.generation_config, settings,
                                     pad_token_id=trl_compat.tokenizer(trainer).pad_token_id,
-                                    eos_token_ids=trainer.eos_token_ids, trunk_depth=self.depth)
-        self._pending = out if self.depth else None
+                                    eos_token_ids=trainer.eos_token_ids, trunk_depth=depth)
+        self._pending, self._pending_depth = (out, depth) if depth else (None, 0)
         self._cache_length = out.cache_length  # grow-only: one compiled decode shape across steps
         return out.completion_ids, out.logprobs
 
@@ -262,6 +381,7 @@ class TrainerGeneration:
         out, self._pending = self._pending, None
         if out is None or out.trunk_states is None:
             return
+        self.states_depth = self._pending_depth  # the layer whose outputs these are (+1)
         import torch
         from torch.nn import functional as F
 
@@ -288,48 +408,187 @@ class TrainerGeneration:
 
     def training_forward(self, trainer, model, inputs: dict, input_ids):
         """A context around the training forward of `inputs`' rows: above the frozen trunk when the
-        batch carries its states, else nothing."""
+        batch carries its states and every layer below them is still frozen; recording the output
+        head's inputs when the on-policy check needs the full processed distribution."""
+        import contextlib
+
+        return contextlib.contextmanager(self._training_forward)(trainer, model, inputs, input_ids)
+
+    def _training_forward(self, trainer, model, inputs: dict, input_ids):
         import contextlib
 
         import torch
 
-        if self.depth == 0 or inputs.get(FROZEN_KEYS[0]) is None:
-            return contextlib.nullcontext()
-        from resrl.models.frozen_trunk import above_trunk
+        unwrapped = trainer.accelerator.unwrap_model(model)
+        with contextlib.ExitStack() as stack:
+            if (self.resolved.own_path and self.onpolicy.truncated and self.onpolicy.skip is None
+                    and inputs.get("sampling_per_token_logps") is not None):
+                from resrl.engines.hidden import LastLayerStates
 
-        states = torch.cat([inputs[FROZEN_KEYS[0]], inputs[FROZEN_KEYS[1]]], dim=1)
-        return above_trunk(trainer.accelerator.unwrap_model(model), self.depth, states, input_ids)
+                self._head_model = unwrapped
+                self._head_inputs = stack.enter_context(LastLayerStates(unwrapped, detach=True).capture(
+                    keep_last=inputs["completion_ids"].shape[1] + 1))
+            if self.states_depth and inputs.get(FROZEN_KEYS[0]) is not None:
+                now = self.frozen_depth(unwrapped)
+                if now < self.states_depth:  # a layer below the recorded one trains now: its states are stale
+                    self.fallback("reuse_frozen", f"layers below layer {self.states_depth} were unfrozen after "
+                                  f"generation recorded their outputs (frozen now: {now}); the training forward "
+                                  "runs every layer", trl_compat_metrics(trainer))
+                else:
+                    from resrl.models.frozen_trunk import above_trunk
+
+                    states = torch.cat([inputs[FROZEN_KEYS[0]], inputs[FROZEN_KEYS[1]]], dim=1)
+                    stack.enter_context(above_trunk(unwrapped, self.states_depth, states, input_ids))
+            yield
 
     # -- on-policy check ---------------------------------------------------------------------------------
 
     def log_onpolicy(self, sink: dict, logps, inputs: dict, mask) -> None:
-        """|log-prob recorded at sampling − the training forward's| over the loss tokens, when this
-        path recorded them and they measure the same distribution (temperature only: no top-k /
-        top-p / min-p / repetition penalty, which renormalise the sampling distribution)."""
+        """|log-prob recorded at sampling − the training forward's under the same processing| over
+        the loss tokens (`OnPolicyCheck`), when this path recorded them; above
+        generation.max_logp_diff: an error."""
         sampled = inputs.get("sampling_per_token_logps")
-        if sampled is None or not self.resolved.own_path or not self.comparable:
+        head_inputs, model = self._head_inputs, self._head_model
+        self._head_inputs = self._head_model = None
+        if sampled is None or not self.resolved.own_path or self.onpolicy.skip is not None:
             return
         import torch
 
         with torch.no_grad():
             m = mask.bool()
-            diff = (logps.detach().float() - sampled.float()).abs()[m]
+            if self.onpolicy.truncated:
+                if not head_inputs:
+                    raise RuntimeError("generation: the training forward did not run the final norm (the on-policy "
+                                       "check's head input)")
+                trained = self.onpolicy.processed_logprobs(model, torch.cat(head_inputs), inputs["completion_ids"], m)
+            else:
+                trained = logps.detach().float()
+            diff = (trained - sampled.float()).abs()[m]
             if diff.numel():
+                worst = diff.max().item()
                 sink["generation/logp_diff_mean"].append(diff.mean().item())
-                sink["generation/logp_diff_max"].append(diff.max().item())
-
-    comparable = False  # set by the trainer from its GenerationConfig (see sampling_is_tempered_softmax)
-
-
-def sampling_is_tempered_softmax(cfg) -> bool:
-    """Does `cfg` sample from softmax(logits / T) itself (no truncation or penalty)?"""
-    return (cfg.top_k in (None, 0) and (cfg.top_p is None or cfg.top_p >= 1.0) and cfg.min_p is None
-            and (cfg.repetition_penalty is None or cfg.repetition_penalty == 1.0)
-            and (getattr(cfg, "typical_p", None) in (None, 1.0)) and not getattr(cfg, "epsilon_cutoff", 0.0)
-            and not getattr(cfg, "eta_cutoff", 0.0) and not getattr(cfg, "no_repeat_ngram_size", 0)
-            and not getattr(cfg, "suppress_tokens", None) and not getattr(cfg, "bad_words_ids", None)
-            and not getattr(cfg, "min_new_tokens", 0) and not getattr(cfg, "min_length", 0))
+                sink["generation/logp_diff_max"].append(worst)
+                if self.max_logp_diff is not None and not worst <= self.max_logp_diff:
+                    raise OnPolicyMismatch(
+                        f"generation/logp_diff_max = {worst:.3g} nats exceeds generation.max_logp_diff = "
+                        f"{self.max_logp_diff:g}: the log-probs generation recorded ({self.resolved.backend}"
+                        f"{' + shared prefill' if self.resolved.shared_prefill else ''}, attention layout "
+                        f"{self.resolved.layout}) differ from the training forward's under the same sampling "
+                        f"({self.onpolicy.describe()}): the rollouts were not sampled from the policy being trained")
 
 
-__all__ = ["TrainerGeneration", "FROZEN_KEYS", "sampling_is_tempered_softmax", "BACKENDS", "AUTO", "AutoChoice", "GenerationSettings", "GenerationUnavailable", "ResolvedGeneration",
-           "trl_flags", "check_settings", "requirement_problem", "resolve"]
+def trl_compat_metrics(trainer) -> dict:
+    from resrl.engines import trl_compat
+
+    return trl_compat.metrics(trainer, "train" if trainer.model.training else "eval")
+
+
+class OnPolicyMismatch(RuntimeError):
+    """generation/logp_diff_max above the user's generation.max_logp_diff."""
+
+
+class OnPolicyCheck:
+    """What the on-policy check compares, for one GenerationConfig.
+
+    Generation records log softmax(warpers(z)) at each sampled id (resrl.models.rollout.SampledLogprobs:
+    temperature, top-k, top-p, min-p, ... in generate's order). The training forward computes
+    log softmax(z / T) for the loss (TRL's, untruncated: the policy loss is unchanged). Like is compared
+    with like:
+        temperature only   the loss's log-probs themselves (no extra work)
+        truncating warpers the output head applied again (no grad) to the training forward's final-norm
+                           outputs at the loss tokens, through the same warpers: the truncated
+                           distribution's log-prob, which a token sampled outside the training forward's
+                           top-k / top-p support makes infinite (a sampler drawing from the wrong support
+                           shows whatever the user samples with)
+        logits processors  (repetition penalty, n-gram bans, min_new_tokens, suppressed tokens, ...)
+                           depend on each row's history: not compared (`skip` says why)"""
+
+    # GenerationConfig fields that add a logits processor before the warpers: (field, its neutral values)
+    PROCESSORS = (("repetition_penalty", (None, 1.0)), ("no_repeat_ngram_size", (None, 0)),
+                  ("encoder_repetition_penalty", (None, 1.0)), ("encoder_no_repeat_ngram_size", (None, 0)),
+                  ("bad_words_ids", (None,)), ("suppress_tokens", (None,)), ("begin_suppress_tokens", (None,)),
+                  ("min_new_tokens", (None, 0)), ("min_length", (None, 0)), ("sequence_bias", (None,)),
+                  ("forced_bos_token_id", (None,)), ("forced_eos_token_id", (None,)),
+                  ("exponential_decay_length_penalty", (None,)), ("guidance_scale", (None, 1.0)),
+                  ("watermarking_config", (None,)), ("renormalize_logits", (None, False)))
+    CHUNK = 256  # loss tokens per head product (a (CHUNK, V) float32 block at a time)
+
+    def __init__(self, cfg) -> None:
+        from resrl.models.rollout import sampling_warpers
+
+        self.cfg = cfg
+        self.warpers = sampling_warpers(cfg) if cfg is not None else []
+        self.skip = self._skip_reason(cfg)
+        from transformers import TemperatureLogitsWarper
+
+        self.truncated = any(not isinstance(w, TemperatureLogitsWarper) for w in self.warpers)
+
+    @classmethod
+    def _skip_reason(cls, cfg) -> str | None:
+        if cfg is None:
+            return "no GenerationConfig"
+        if not cfg.do_sample:
+            return "greedy decoding (do_sample false) records no sampling distribution"
+        on = [f"{name}={getattr(cfg, name)!r}" for name, neutral in cls.PROCESSORS
+              if getattr(cfg, name, None) not in neutral]
+        if on:
+            return (f"the sampling settings {', '.join(on)} add logits processors that depend on each row's history; "
+                    "the training forward does not replay them")
+        return None
+
+    def describe(self) -> str:
+        return ", ".join(type(w).__name__.removesuffix("LogitsWarper").lower() for w in self.warpers) or "plain softmax"
+
+    def processed_logprobs(self, model, head_inputs, completion_ids, mask):
+        """(B, C) log-probs of `completion_ids` under the warpers applied to the training forward's
+        logits (positions outside `mask`: 0). head_inputs: (B, >= C + 1, d) final-norm outputs, the
+        last C + 1 positions those of the prompt's last token and of the completion."""
+        import torch
+
+        from resrl.engines.hidden import align_response_hidden
+
+        C = completion_ids.shape[1]
+        x = align_response_hidden(head_inputs, C, "predicting")[mask]  # (N, d): the state predicting each token
+        ids = completion_ids[mask]
+        out = torch.zeros(mask.shape, dtype=torch.float32, device=x.device)
+        values = []
+        for start in range(0, x.shape[0], self.CHUNK):
+            z = output_logits(model, x[start:start + self.CHUNK])  # (n, V) float32
+            dummy = torch.zeros((z.shape[0], 1), dtype=torch.long, device=z.device)  # the warpers read scores only
+            for warper in self.warpers:
+                z = warper(dummy, z)
+            lp = torch.log_softmax(z, dim=-1)
+            values.append(lp.gather(1, ids[start:start + self.CHUNK, None].to(lp.device))[:, 0])
+        if values:
+            out[mask] = torch.cat(values).to(out.device)
+        return out
+
+
+def output_logits(model, states):
+    """(n, V) float32 logits of the model's output head on final-norm outputs `states` (n, d), with the
+    logit scale and soft-capping the config names, as TRL's fused head applies them (trl.trainer.utils.
+    add_fused_lm_head): z = cap * tanh(scale * (W x + b) / cap)."""
+    import torch
+    from torch.nn import functional as F
+
+    head = model.get_output_embeddings()
+    z = F.linear(states.to(head.weight.dtype), head.weight, getattr(head, "bias", None)).float()
+    text = model.config.get_text_config()
+    scale = getattr(text, "logit_scale", None)
+    if scale is None:
+        scale = getattr(text, "output_multiplier", None)
+    if scale is None:
+        scale = getattr(text, "lm_head_multiplier", None)
+    if scale is None and getattr(text, "logits_scaling", None) is not None:
+        scale = text.logits_scaling if text.model_type == "hyperclovax" else 1 / text.logits_scaling
+    if scale is not None and scale != 1.0:
+        z = z * scale
+    cap = getattr(text, "final_logit_softcapping", None)
+    if cap:
+        z = cap * torch.tanh(z / cap)
+    return z
+
+
+__all__ = ["TrainerGeneration", "FROZEN_KEYS", "BACKENDS", "AUTO", "AutoChoice",
+           "GenerationSettings", "GenerationUnavailable", "ResolvedGeneration", "PROVED", "FAST_OPTIONS", "OnPolicyCheck",
+           "OnPolicyMismatch", "output_logits", "trl_flags", "check_settings", "requirement_problem", "resolve"]

@@ -76,7 +76,7 @@ from resrl.engines.checkpoints import read_engine_state, save_atomically, write_
 from resrl.engines.critic import Critic
 from resrl.engines.dynamic_sampling import RefillStream, dynamically_sampled
 from resrl.engines.flowrl_head import LOG_Z_ATTR, LOG_Z_FILE, FlowRLHead, without_log_z_params
-from resrl.engines.generation import GenerationSettings, TrainerGeneration, sampling_is_tempered_softmax
+from resrl.engines.generation import GenerationSettings, TrainerGeneration
 from resrl.engines.phases import PhaseTimer
 from resrl.engines.reference import build_reference_model, reference_logps
 from resrl.engines.step_round import StepRound
@@ -164,8 +164,8 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             self._check_plain_output_head()
         # the generation path (resrl.engines.generation): TRL's call, or resrl's
         self.rollout_path = TrainerGeneration(self, generation, needs_penultimate)
-        self.rollout_path.comparable = sampling_is_tempered_softmax(self.generation_config) \
-            if getattr(self, "generation_config", None) is not None else False
+        # the on-policy check compares like with like under the sampling settings (temperature, top-k, top-p)
+        self.rollout_path.set_sampling(getattr(self, "generation_config", None))
         # the algorithm's own loss, or loss_config.policy_loss (any SURROGATES term, with every algorithm whose
         # own loss is the clipped surrogate, ResRL's token weights included)
         self.policy_loss_name = resolve_policy_loss(algorithm.name, loss_config)

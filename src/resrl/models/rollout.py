@@ -14,7 +14,10 @@ the model's work is laid out:
                 caller that passes back each call's `Rollouts.cache_length` (the trainer does) keeps
                 one cache shape, hence one compiled decode step, until a longer prompt bucket
                 grows it (each new cache length is a recompile: an H200 run of 2026-11-28 spent
-                30-39 s of a step recompiling when the cache followed each batch's bucket)
+                30-39 s of a step recompiling when the cache followed each batch's bucket); the
+                static cache's sliding-window layers keep every position like full ones
+                (`static_cache`: transformers' window-sized ring buffer recompiled the step at every
+                token), the sliding-window mask doing the windowing
     shared prefill (either path, `shared_prefill=True`): the prompt's prefill — every prompt
                 token but the last — is computed once per distinct prompt and its KV cache
                 copied to the G rows of the group (`Cache.reorder_cache`); `generate` then
@@ -231,18 +234,44 @@ def path_generation_config(generation_config, settings: RolloutSettings, device_
     return cfg
 
 
+def static_cache(config, max_cache_len: int):
+    """A StaticCache of `max_cache_len` positions in every layer, sliding-window layers included.
+
+    transformers' own StaticCache gives a sliding layer a window-sized ring buffer
+    (StaticSlidingWindowLayer) that tracks how many positions it has seen in a Python int: a
+    compiled decode step guards on that int and recompiles at every step until the window fills
+    (then dynamo's recompile limit sends it back to eager), and a prefix copied in without that
+    count is attended as if it were shorter (the shared prefill's defect). Here a sliding layer
+    keeps every position like a full one, and the sliding-window *mask* — which the model builds
+    from positions for every sliding layer — restricts its attention: the same attention, one
+    compiled shape, a state that is only keys, values and a length tensor."""
+    from transformers import StaticCache
+    from transformers.cache_utils import StaticLayer
+
+    cache = StaticCache(config=config, max_cache_len=max_cache_len)
+    cache.layers = [StaticLayer(max_cache_len=max_cache_len) if getattr(layer, "is_sliding", False) else layer
+                    for layer in cache.layers]
+    return cache
+
+
 def _prefix_cache(model, prompts: list[list[int]], index: list[int], pad_token_id: int, length: int, static: bool,
                   max_cache_len: int):
     """The KV cache of every prompt token but the last, computed once per distinct prompt (left-
-    padded to `length` - 1 like the full batch) and copied to the rows (`index`)."""
+    padded to `length` - 1 like the full batch) and copied to the rows (`index`).
+
+    static: the prefix is computed into a cache whose every layer keeps every position (a
+    DynamicCache without a config: no sliding-window truncation) and written into `static_cache`'s
+    layers through their own `update`, so each layer's length is the prefix's. (Copying the layers
+    of a config-built DynamicCache, whose sliding layers keep only the last window - 1 positions,
+    gave a sliding layer a 7-position history for a 61-token prefix: issue 51.)"""
     import torch
-    from transformers import DynamicCache, StaticCache
+    from transformers import DynamicCache
 
     device = next(model.parameters()).device
     ids, mask = left_pad([p[:-1] if len(p) > 1 else [] for p in prompts], pad_token_id, length - 1)
     # positions as generate computes them for a left-padded row: count real tokens only
     position_ids = (mask.cumsum(-1) - 1).clamp(min=0)
-    cache = DynamicCache(config=model.config)
+    cache = DynamicCache() if static else DynamicCache(config=model.config)
     with torch.no_grad():
         model(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=position_ids.to(device),
               past_key_values=cache, use_cache=True, logits_to_keep=1)
@@ -250,9 +279,15 @@ def _prefix_cache(model, prompts: list[list[int]], index: list[int], pad_token_i
     cache.reorder_cache(rows)  # (U, ...) -> (B, ...): each row gets its prompt's states
     if not static:
         return cache
-    out = StaticCache(config=model.config, max_cache_len=max_cache_len)
-    for layer, (k, v) in enumerate((lay.keys, lay.values) for lay in cache.layers):
-        out.update(k, v, layer)
+    out = static_cache(model.config, max_cache_len)
+    if len(cache.layers) != len(out.layers):
+        raise RuntimeError(f"generate_rollouts: the prefix filled {len(cache.layers)} cache layers, the static cache "
+                           f"has {len(out.layers)}")
+    for layer, lay in enumerate(cache.layers):
+        if lay.keys.shape[-2] != length - 1:
+            raise RuntimeError(f"generate_rollouts: the prefix cache's layer {layer} holds {lay.keys.shape[-2]} "
+                               f"positions, not the prefix's {length - 1}")
+        out.update(lay.keys, lay.values, layer)
     return out
 
 
@@ -265,7 +300,7 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
     trunk_depth > 0 (hf path): also return the output of decoder layer trunk_depth - 1 at every
     prompt and completion position (`Rollouts.trunk_states`, resrl.models.frozen_trunk)."""
     import torch
-    from transformers import DynamicCache, LogitsProcessorList, StaticCache
+    from transformers import DynamicCache, LogitsProcessorList
 
     from resrl.models.frozen_trunk import TrunkRecorder
     from resrl.models.generation import model_defaults_hidden
@@ -309,7 +344,7 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
         if "past_key_values" not in kwargs and (trunk_depth or static):
             # our own cache: kept for the last token's step below (trunk_depth), or a static one of
             # cache_len positions (generate would size it to this batch's prompt + max_new)
-            kwargs["past_key_values"] = StaticCache(config=model.config, max_cache_len=cache_len) if static \
+            kwargs["past_key_values"] = static_cache(model.config, cache_len) if static \
                 else DynamicCache(config=model.config)
             cfg.cache_implementation = None
         out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=cfg,
@@ -394,4 +429,5 @@ def generate_paged(model, prompt_ids: Sequence[Sequence[int]], generation_config
 
 
 __all__ = ["generate_paged", "PATHS", "RolloutSettings", "Rollouts", "SampledLogprobs", "sampling_warpers",
-           "distinct_prompts", "left_pad", "bucketed", "cut_after_eos", "path_generation_config", "generate_rollouts"]
+           "distinct_prompts", "left_pad", "bucketed", "cut_after_eos", "path_generation_config", "generate_rollouts",
+           "static_cache"]
