@@ -375,11 +375,17 @@ def test_non_root_user_is_contained_too(weakest):
     home = Path(tempfile.mkdtemp(prefix="resrl-nobody-"))  # pytest's tmp_path is closed to others
     try:
         home.chmod(0o777)
+        try:  # the seccomp binding, for the system python (a one-file package)
+            import pyseccomp
+
+            shutil.copy(pyseccomp.__file__, home / "pyseccomp.py")
+        except ImportError:
+            pass
         script = home / "nobody.py"
         script.write_text(f"WEAKEST = {weakest}\n" + NON_ROOT_SCRIPT)
         script.chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i",
-                               "PATH=/usr/bin:/bin", f"PYTHONPATH={src}", f"HOME={home}", python, str(script)],
+                               "PATH=/usr/bin:/bin", f"PYTHONPATH={src}:{home}", f"HOME={home}", python, str(script)],
                               capture_output=True, text=True, timeout=120, cwd=home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -397,7 +403,7 @@ def test_root_without_a_uid_drop_refuses_unless_allowed(monkeypatch):
     harness cannot drop root, so RLIMIT_NPROC would not bind — it refuses to run programs."""
     from resrl.tasks.code.sandbox import code_harness, runner as sandbox
 
-    closed = [d for d in sandbox._interpreter_dirs() if code_harness._closed_ancestor(d)]
+    closed = [d for d in sandbox._stdlib_dirs() if code_harness._closed_ancestor(d)]
     if not closed:
         pytest.skip("the interpreter is reachable by other uids here: the uid drop works without a chroot")
     monkeypatch.setattr(sandbox, "_ISOLATION", sandbox.Isolation(drop_uid=True))

@@ -187,11 +187,13 @@ def _parse_fn(tests: dict, where: str) -> dict:
 
 
 def value_cap(tests: dict) -> int:
-    """The largest encoded return value a function-level item accepts: twice its largest expected
-    output (HumanEval+ has outputs of several MB), at least the sandbox's output limit."""
+    """The largest stdout / encoded return value an item accepts: twice its largest expected output
+    (HumanEval+ has outputs of several MB, contest answers can pass 1 MiB, which LiveCodeBench
+    accepts), at least the sandbox's output limit (`SandboxLimits.output_kb`, applied by the runner)."""
     if "_value_cap" not in tests:
-        outs = tests["outputs"]
-        biggest = max((len(y) if isinstance(y, str) else len(json.dumps(y)) for y in outs), default=0)
+        outs = tests.get("outputs") or []
+        biggest = max((len(y.encode("utf-8", "surrogatepass")) if isinstance(y, str) else len(json.dumps(y))
+                       for y in outs), default=0)
         tests["_value_cap"] = 2 * biggest + 4096
     return tests["_value_cap"]
 
