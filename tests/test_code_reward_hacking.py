@@ -698,7 +698,7 @@ def test_the_situation_is_the_one_claimed():
 
     import resrl
     from resrl.tasks.code.reward import run_tests
-    from resrl.tasks.code.sandbox.runner import detect_isolation, masked_dirs
+    from resrl.tasks.code.sandbox.runner import detect_isolation, masked_dirs, sandbox_visible_dirs
 
     situation = os.environ.get(SITUATION_ENV, "")
     iso = detect_isolation()
@@ -718,7 +718,10 @@ def test_the_situation_is_the_one_claimed():
         data = Path(str(packaged_stdin_synth()))
         assert "site-packages" in resrl.__file__ and "site-packages" in str(data), (resrl.__file__, data)
         assert data.is_file() and data.stat().st_size > 1000  # the private tests are on disk...
-        assert any(str(data).startswith(d + os.sep) for d in masked_dirs()), (data, masked_dirs())  # ...and masked
+        # ...and out of sight: in a venv (not bound at all) or in a site-packages the sandbox masks
+        hidden = any(str(data).startswith(d + os.sep) for d in masked_dirs()) or not any(
+            str(data).startswith(d + os.sep) for d in sandbox_visible_dirs())
+        assert hidden, (data, sandbox_visible_dirs(), masked_dirs())
         probe = run_tests(f"import os\nprint(os.path.exists({str(data)!r}))\n", {"inputs": [""], "outputs": ["False"]}, 5.0)
         assert probe.passed, probe.error  # ...so that the program does not see them
     else:

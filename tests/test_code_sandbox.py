@@ -506,3 +506,84 @@ def test_the_leftover_check_sees_this_process_sandboxes_only():
         for p in procs:
             p.kill()
             p.wait()
+
+
+# ---- verdicts as LiveCodeBench's testing_util gives them (issue 52) ------------------------------------
+@pytest.mark.parametrize("ending", ["exit()", "exit(0)", "quit()"])
+def test_exit_without_the_prelude_ends_the_program_as_under_livecodebench(ending):
+    """CodeForces / CodeContests / APPS rows have no LiveCodeBench prelude; LiveCodeBench's process has
+    `site`'s exit() and quit(), so a program ending with them is judged on its output (the harness runs
+    with -S, which used to make this a NameError)."""
+    res = run(f"print(int(input()) * 2)\n{ending}\nprint('never')\n")
+    assert res.passed, res.error
+
+
+def test_integers_up_to_livecodebench_digit_limit():
+    """LiveCodeBench raises Python's 4,300-digit limit on int <-> str to 50,000 digits."""
+    big = {"inputs": ["5000\n"], "outputs": ["1" + "0" * 5000]}
+    assert run("print(10 ** int(input()))\n", tests=big).passed
+    over = {"inputs": ["60000\n"], "outputs": ["1" + "0" * 60000]}
+    res = run("print(10 ** int(input()))\n", tests=over)
+    assert not res.passed and "ValueError" in res.error  # over LiveCodeBench's limit too
+    call = {"fn_name": "f", "inputs": [[4999]], "outputs": [10 ** 4999 + 1], "compare": "exact"}
+    assert run("def f(k):\n    return 10 ** k + 1\n", tests=call).passed
+
+
+def test_an_answer_over_one_mebibyte_is_judged():
+    """LiveCodeBench has no output cap; here the cap is twice the largest expected output (at least
+    SandboxLimits.output_kb), so a right answer of 1.5 MiB passes and a flood still fails."""
+    n = 3 * (1 << 19)
+    tests = {"inputs": [f"{n}\n"], "outputs": ["7" * n]}
+    res = run("print('7' * int(input()))\n", tests=tests)
+    assert res.passed, res.error
+    res = run("print('7' * (10 * int(input())))\n", tests=tests)
+    assert not res.passed and res.statuses == ["output_limit"]
+
+
+def test_the_item_time_budget_is_livecodebenchs(monkeypatch):
+    """The default total time of an item is LiveCodeBench's global timeout, (t + 1) * n + 5 s
+    (check_correctness), not min(t * n, 60 + t), which failed 12 tests of 5.6 s at t = 6."""
+    from resrl.tasks.code import reward
+
+    seen = {}
+
+    def fake_run_job(job, limits, *, test_timeout_s, total_timeout_s, slot=0, on_record=None):
+        seen["total"] = total_timeout_s
+        from resrl.tasks.code.sandbox.runner import JobOutcome
+
+        return JobOutcome()
+
+    monkeypatch.setattr(reward, "run_job", fake_run_job)
+    reward.run_tests("print(1)", {"inputs": ["x"] * 12, "outputs": ["1"] * 12}, 6.0)
+    assert seen["total"] == (6.0 + 1) * 12 + 5 > 12 * 5.6
+
+
+def test_a_failing_item_does_not_wait_for_its_harness(monkeypatch):
+    """stop_on_failure: the parent stops reading at the first failed test and kills the sandbox; it used
+    to wait up to 1 s for the still-running harness first."""
+    import subprocess
+
+    waits = []
+    real_wait = subprocess.Popen.wait
+
+    def spy(self, timeout=None):
+        waits.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", spy)
+    res = run("import time\nif input() == '1':\n    print(0)\nelse:\n    time.sleep(0.9)\n", stop_on_failure=True)
+    assert res.statuses[0] == "wrong" and res.statuses[1:] == ["not_run", "not_run"]
+    assert waits == []
+
+
+def test_the_programs_memory_does_not_shrink_with_the_number_of_tests():
+    """25 inputs of 4 MB under a 160 MB address-space limit: a program that allocates 100 MB passes every
+    test. The harness used to hold every input (the forked test inherited them all: 100 MB gone)."""
+    size = 4 << 20
+    inputs = [f"{k} " + "1" * size + "\n" for k in range(25)]
+    tests = {"inputs": inputs, "outputs": [str(k) for k in range(25)]}
+    limits = dataclasses.replace(TIGHT, memory_mb=160, cgroup_memory_mb=400, tmpfs_mb=8)
+    code = ("import sys\nblock = bytearray(100 << 20)\nk = sys.stdin.buffer.read(16).split()[0]\n"
+            "print(int(k))\n")
+    res = run_tests(code, tests, 5.0, limits=limits)
+    assert res.passed, res.error

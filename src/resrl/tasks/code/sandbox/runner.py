@@ -427,12 +427,15 @@ def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_ti
         uid = sandbox_uid(slot) if iso.drop_uid else None
         out_cap = max(limits.output_kb << 10, int(job.get("output_cap_bytes") or 0))
         tmpfs_bytes = limits.tmpfs_mb << 20
+        blobs = _encode_inputs(job)
+        # stdout is a file of the harness's, and so are the tests' stdin copies: room for both
+        file_size = max(limits.file_size_mb << 20, out_cap + 1, max(map(len, blobs), default=0) + 1)
         full = {k: v for k, v in job.items() if k != "inputs"}
         full.update({"uid": uid, "allow_root": _allow_root(), "sandbox": iso.backend,
                      "test_timeout_s": float(test_timeout_s), "total_timeout_s": float(total_timeout_s),
                      "output_cap_bytes": out_cap, "tmpfs_bytes": tmpfs_bytes,
                      "limits": {"memory_bytes": limits.memory_mb << 20,
-                                "file_size_bytes": max(limits.file_size_mb << 20, out_cap + 1),
+                                "file_size_bytes": file_size,
                                 "open_files": limits.open_files, "processes": limits.processes,
                                 "output_bytes": limits.output_kb << 10}})
         if not legacy:
@@ -453,7 +456,7 @@ def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_ti
                                   "events_fd": events_fd, "name": os.path.basename(cgroup["path"])}
             except OSError:
                 full["cgroup"] = None
-        job_fd = _job_memfd(full, _encode_inputs(job))
+        job_fd = _job_memfd(full, blobs)
         fds.append(job_fd)
         harness = [sandbox_python(), "-I", "-S", "-B", "-c", _BOOT, str(job_fd), str(write_fd)]
         if legacy:
