@@ -29,5 +29,5 @@ echo "== sandbox tests + hack suite as $USER_NAME (uid $(id -u "$USER_NAME")), v
 cd "$REPO"
 runuser -u "$USER_NAME" -- env -i PATH=/usr/bin:/bin HOME="$HOME_DIR" LANG=C.UTF-8 PYTHONPATH="$REPO/src" \
   RESRL_SANDBOX_SITUATION=nonroot "$VENV/bin/python" -m pytest -q -p no:cacheprovider --noconftest \
-  -n "${RESRL_TEST_WORKERS:-2}" tests/test_code_sandbox.py tests/test_code_reward_hacking.py "$@"
+  -n "${RESRL_TEST_WORKERS:-2}" tests/test_code_sandbox.py tests/test_code_reward_hacking.py tests/test_code_contests.py "$@"
 echo "== sandbox-as-user: $(( $(date +%s) - start )) s"

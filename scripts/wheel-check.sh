@@ -88,8 +88,8 @@ ls demo/*.png >/dev/null 2>&1 || fail "resrl demo --quick wrote no PNG plot"
 # suite assert that, and that programs cannot see it. No conftest (the suite needs none).
 hack=$(date +%s)
 pipq "$V/python" -m pip install -q -c "$REPO/constraints.txt" pytest pytest-timeout pytest-xdist
-mkdir -p "$RUN/tests" && cp "$REPO/tests/test_code_reward_hacking.py" "$RUN/tests/"
+mkdir -p "$RUN/tests" && cp "$REPO/tests/test_code_reward_hacking.py" "$REPO/tests/test_code_contests.py" "$RUN/tests/"
 RESRL_SANDBOX_SITUATION=wheel "$V/python" -m pytest -q -p no:cacheprovider --noconftest \
-  -n "${RESRL_TEST_WORKERS:-2}" tests/test_code_reward_hacking.py >hack.log 2>&1 || { tail -40 hack.log; fail "hack suite against the wheel"; }
+  -n "${RESRL_TEST_WORKERS:-2}" tests/test_code_reward_hacking.py tests/test_code_contests.py >hack.log 2>&1 || { tail -40 hack.log; fail "hack suite against the wheel"; }
 echo "wheel-check: hack suite against the installed wheel: $(tail -1 hack.log) ($(( $(date +%s) - hack )) s)"
 echo "wheel-check: OK in $(( $(date +%s) - start )) s (python -m resrl --help, make-tiny-model, eval aime24, demo --quick, hack suite)"

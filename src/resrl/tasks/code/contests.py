@@ -68,6 +68,8 @@ def _json_field(row: dict, key: str, where: str, default=None):
             return json.loads(value) if value.strip() else default
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: {key!r} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise DataError(f"{where}: {key!r} is JSON nested too deeply; refused") from None
     return value
 
 
