@@ -587,3 +587,31 @@ def test_the_programs_memory_does_not_shrink_with_the_number_of_tests():
             "print(int(k))\n")
     res = run_tests(code, tests, 5.0, limits=limits)
     assert res.passed, res.error
+
+
+def test_without_bubblewrap_programs_are_refused_unless_the_weak_path_is_accepted(monkeypatch, caplog):
+    """No silent fallback (issue 52): without bubblewrap every item fails with the reason and the flag that
+    accepts the risk; RESRL_CODE_SANDBOX=weak runs the legacy path, warning once with its risks."""
+    import logging
+    import shutil
+
+    from resrl.tasks.code.sandbox import runner as sb
+
+    real_which = shutil.which
+    monkeypatch.setattr(sb.shutil, "which", lambda name, path=None: None if name == "bwrap" else real_which(name, path=path))
+    monkeypatch.setattr(sb, "_ISOLATION", None)
+    monkeypatch.delenv(sb.SANDBOX_ENV, raising=False)
+    with caplog.at_level(logging.WARNING, logger="resrl.tasks.code.sandbox.runner"):
+        iso = sb.detect_isolation(refresh=True)
+    assert iso.backend == "refused" and "bubblewrap is not installed" in iso.refusal
+    assert "RESRL_CODE_SANDBOX=weak" in iso.refusal and any("refused" in r.getMessage() for r in caplog.records)
+    res = run("print(int(input()) * 2)")
+    assert not res.passed and res.statuses == ["not_run"] * 3 and "bubblewrap is not installed" in res.error
+    monkeypatch.setenv(sb.SANDBOX_ENV, "weak")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="resrl.tasks.code.sandbox.runner"):
+        iso = sb.detect_isolation(refresh=True)
+    assert iso.backend == "legacy"
+    assert any("weak" in r.getMessage() and "keyrings" in r.getMessage() for r in caplog.records)
+    res = run("print(int(input()) * 2)")
+    assert res.passed and res.layers["sandbox"] == "legacy", res.error
