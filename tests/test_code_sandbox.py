@@ -5,6 +5,7 @@ process of the item survives it. Limits are tight on purpose (2 shared cores): 1
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
 import time
@@ -615,3 +616,23 @@ def test_without_bubblewrap_programs_are_refused_unless_the_weak_path_is_accepte
     assert any("weak" in r.getMessage() and "keyrings" in r.getMessage() for r in caplog.records)
     res = run("print(int(input()) * 2)")
     assert res.passed and res.layers["sandbox"] == "legacy", res.error
+
+
+def test_every_site_packages_the_sandbox_shows_is_empty_inside():
+    """resrl installed into the interpreter's own prefix (a `sudo pip install`, a conda base) would sit in
+    a site-packages of a directory the sandbox shows: each is masked by an empty tmpfs, so neither resrl's
+    package data nor any installed package is readable inside (only the standard library is)."""
+    import sys
+
+    from resrl.tasks.code.sandbox.runner import detect_isolation, masked_dirs, sandbox_visible_dirs
+
+    if detect_isolation().backend != "bwrap":
+        pytest.skip("no bubblewrap sandbox here")
+    masked = masked_dirs()
+    base_site = [d for d in masked if d.startswith(os.path.realpath(sys.base_prefix) + os.sep)]
+    assert base_site, (masked, sandbox_visible_dirs())  # the base interpreter's own site-packages is one
+    assert any(os.listdir(d) for d in masked)  # ...and it is not empty on the host
+    code = (f"import os, json\nprint(json.dumps([os.listdir(d) for d in {masked!r}]))\n"
+            "import email, json, sqlite3\n")
+    res = run(code, tests={"inputs": [""], "outputs": [json.dumps([[] for _ in masked])]})
+    assert res.passed, res.error
