@@ -636,3 +636,23 @@ def test_every_site_packages_the_sandbox_shows_is_empty_inside():
             "import email, json, sqlite3\n")
     res = run(code, tests={"inputs": [""], "outputs": [json.dumps([[] for _ in masked])]})
     assert res.passed, res.error
+
+
+def test_the_seccomp_filter_denies_what_it_lists():
+    """Inside, each of these fails with EPERM from the filter (ptrace(TRACEME), which would otherwise
+    succeed; a new user namespace, which would otherwise grant capabilities; the keyrings, chroot, mount,
+    bpf), and clone3 with ENOSYS, while an ordinary fork still works."""
+    from resrl.tasks.code.sandbox.runner import detect_isolation
+
+    if detect_isolation().backend != "bwrap":
+        pytest.skip("no bubblewrap sandbox here")
+    code = ("import ctypes, errno, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "def err(rc):\n    return errno.errorcode.get(ctypes.get_errno(), '?') if rc == -1 else 'ok'\n"
+            "out = [err(libc.ptrace(0, 0, None, None)), err(libc.unshare(0x10000000)),\n"
+            "       err(libc.syscall(250, 0, 0)), err(libc.chroot(b'/tmp')),\n"
+            "       err(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)), err(libc.syscall(321, 0, None, 0)),\n"
+            "       err(libc.syscall(435, None, 0))]\n"
+            "pid = os.fork()\nif pid == 0:\n    os._exit(7)\n"
+            "out.append(str(os.WEXITSTATUS(os.waitpid(pid, 0)[1])))\nprint(' '.join(out))\n")
+    res = run(code, tests={"inputs": [""], "outputs": ["EPERM EPERM EPERM EPERM EPERM EPERM ENOSYS 7"]})
+    assert res.passed, res.error
