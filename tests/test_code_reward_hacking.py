@@ -661,7 +661,9 @@ def _host_sysv_keys(kind: str) -> set[int]:
 
 def test_nothing_of_an_item_outlives_it():
     """A 64 MiB SysV segment, a message queue, a semaphore set and a key left behind on purpose (no
-    IPC_RMID), and a detached daemon: none of them is on the host once the item has ended."""
+    IPC_RMID), and a detached daemon: none of them is on the host once the item has ended, nor its cgroup."""
+    import os
+
     from resrl.tasks.code.reward import run_tests
     from resrl.tasks.code.sandbox.runner import SandboxLimits, reap_dying
 
@@ -684,6 +686,12 @@ def test_nothing_of_an_item_outlives_it():
         assert key not in _host_sysv_keys(kind) - before[kind], kind
     keys = Path("/proc/keys").read_text() if Path("/proc/keys").exists() else ""
     assert "resrl-left" not in keys
+    from resrl.tasks.code.sandbox import memory_cgroup
+
+    found = memory_cgroup.memory_cgroup_base()
+    if found is not None:  # the item's memory cgroup is removed too
+        memory_cgroup.sweep()
+        assert [d for d in os.listdir(found[1]) if d.startswith("item-")] == []
 
 
 # ---- the situation a run claims (CI runs this module as root, as a user and from the wheel) ---------------
