@@ -3,7 +3,8 @@
 # versions (constraints.txt; torch first, from the same file), then from a directory outside the
 # checkout run `python -m resrl --help`, `resrl make-tiny-model`, `resrl eval --data aime24 --limit 2`
 # (the packaged benchmark, read from the installed wheel) and `resrl demo --quick`, and check
-# what they wrote, not only their exit codes. pip's cache is reused (torch comes from it / the disk).
+# what they wrote, not only their exit codes, and run the reward-hacking suite against the installed
+# package. pip's cache is reused (torch comes from it / the disk).
 #   bash scripts/wheel-check.sh            # work dir: a new temp dir, removed at the end
 #   WHEEL_CHECK_DIR=/tmp/wc bash scripts/wheel-check.sh   # keep everything there
 set -euo pipefail
@@ -13,7 +14,9 @@ PY=${PYTHON:-python3}
 if [ -n "${WHEEL_CHECK_DIR:-}" ]; then
   WORK=$WHEEL_CHECK_DIR; rm -rf "$WORK"; mkdir -p "$WORK"
 else
-  WORK=$(mktemp -d /tmp/resrl-wheel-check.XXXXXX); trap 'rm -rf "$WORK"' EXIT
+  # not under /tmp: the sandbox's own /tmp would hide an install there by accident, and the hack suite
+  # below must show that the wheel's package data is hidden on purpose
+  WORK=$(mktemp -d /var/tmp/resrl-wheel-check.XXXXXX); trap 'rm -rf "$WORK"' EXIT
 fi
 fail() { echo "wheel-check: FAILED: $*" >&2; exit 1; }
 pipq() { "$@" >>"$WORK/pip.log" 2>&1 || { tail -30 "$WORK/pip.log"; fail "$*"; }; }  # pip's chatter to a log
@@ -79,4 +82,15 @@ EOF
 [ -s demo/report.md ] || fail "resrl demo --quick wrote no demo/report.md"
 for alg in grpo w-reinforce resrl; do grep -qi -- "$alg" demo/report.md || fail "demo/report.md does not mention $alg"; done
 ls demo/*.png >/dev/null 2>&1 || fail "resrl demo --quick wrote no PNG plot"
-echo "wheel-check: OK in $(( $(date +%s) - start )) s (python -m resrl --help, make-tiny-model, eval aime24, demo --quick)"
+
+# 5. the whole reward-hacking suite against the installed wheel, not the checkout (issue 52): its package
+# data (stdin-synth's private tests) is on disk in site-packages; RESRL_SANDBOX_SITUATION=wheel makes the
+# suite assert that, and that programs cannot see it. No conftest (the suite needs none).
+hack=$(date +%s)
+pipq "$V/python" -m pip install -q -c "$REPO/constraints.txt" pytest pytest-timeout pytest-xdist
+mkdir -p "$RUN/tests" && cp "$REPO/tests/test_code_reward_hacking.py" "$REPO/tests/test_code_contests.py" "$RUN/tests/"
+RESRL_SANDBOX_SITUATION=wheel "$V/python" -m pytest -q -p no:cacheprovider --noconftest \
+  -n "${RESRL_TEST_WORKERS:-2}" tests/test_code_reward_hacking.py tests/test_code_contests.py \
+  --deselect tests/test_code_contests.py::test_eval_on_a_livecodebench_file_and_code_report >hack.log 2>&1 || { tail -40 hack.log; fail "hack suite against the wheel"; }
+echo "wheel-check: hack suite against the installed wheel: $(tail -1 hack.log) ($(( $(date +%s) - hack )) s)"
+echo "wheel-check: OK in $(( $(date +%s) - start )) s (python -m resrl --help, make-tiny-model, eval aime24, demo --quick, hack suite)"

@@ -246,3 +246,86 @@ def test_eval_on_a_livecodebench_file_and_code_report(tmp_path, capsys):
     want = rating_from_problems([800, 1200, 1600, 2000], c, [4] * 4)
     assert report["rating"]["rating"] == pytest.approx(want.rating) and report["rating"]["solved"] == sum(c)
     assert "CodeForces rating estimate" in capsys.readouterr().out
+
+
+# ---- payloads bounded before they allocate (issue 52) -------------------------------------------------
+def _memo_bomb() -> bytes:
+    """LONG_BINPUT 2**26 on a None: the C unpickler sizes its memo array to the index (1 GB), 96 characters
+    of base64 once compressed."""
+    return b"\x80\x04N" + b"r" + (1 << 26).to_bytes(4, "little") + b"."
+
+
+def _alias_bomb(levels: int = 30) -> bytes:
+    """A 100-character string, then lists of two references to the level below, 30 deep: a few hundred
+    bytes that stand for 2**30 copies of the string once anything writes them out."""
+    out = b"\x80\x04" + b"X" + (100).to_bytes(4, "little") + b"x" * 100 + b"\x94"  # BINUNICODE, MEMOIZE (0)
+    for k in range(levels):
+        out += b"(" + b"h" + bytes([k]) + b"h" + bytes([k]) + b"l" + b"\x94"  # MARK, BINGET k twice, LIST, MEMOIZE
+    return out + b"."
+
+
+def _deep_bomb(depth: int = 100_000) -> bytes:
+    return b"(" * depth + b"l" * depth + b"."
+
+
+def _zlib_bomb_b64(gib: float = 1.0) -> str:
+    comp = zlib.compressobj(9)
+    chunk = b"\0" * (64 << 20)
+    parts = [comp.compress(chunk) for _ in range(int(gib * 16))]
+    return base64.b64encode(b"".join(parts) + comp.flush()).decode()
+
+
+BOMBS = {
+    "memo index 2**26": (lambda: b64z(_memo_bomb()), "memo index"),
+    "aliasing, 2**30 copies": (lambda: b64z(_alias_bomb()), "expands to more than"),
+    "nested 100,000 deep (pickle)": (lambda: b64z(_deep_bomb()), "nests deeper than"),
+    "nested 100,000 deep (JSON text)": (lambda: "[" * 100_000 + "]" * 100_000, "nested too deeply"),
+    "zlib bomb, 1 GiB of zeros": (lambda: _zlib_bomb_b64(1.0), "decompresses to more than"),
+}
+
+
+@pytest.mark.parametrize("name", list(BOMBS))
+def test_pickle_memory_bombs_are_refused_cheaply_naming_the_row(tmp_path, name):
+    """Each bomb is a DataError naming the file, the row and the key, and the decoding child that refused
+    it peaked under 300 MB of memory (the trainer's process never held the payload's expansion)."""
+    from resrl.tasks.code import safe_pickle
+
+    make, reason = BOMBS[name]
+    good = synth_rows()[0]
+    bad = {**synth_rows()[1], "private_test_cases": make()}
+    path = write_jsonl(tmp_path / "bombs.jsonl", [good, bad])
+    safe_pickle.last_decode_peak_kb = None
+    with pytest.raises(DataError) as err:
+        load_problems(path)
+    msg = str(err.value)
+    assert "bombs.jsonl: row 2: 'private_test_cases'" in msg and reason in msg, msg
+    if not name.endswith("(JSON text)"):
+        assert safe_pickle.last_decode_peak_kb is not None and 0 < safe_pickle.last_decode_peak_kb < 300 * 1024, (
+            safe_pickle.last_decode_peak_kb)
+
+
+def test_the_bombs_are_live_without_the_bounds():
+    """Unbounded, the memo bomb alone makes the unpickler ask for its 2**26-entry memo (MemoryError under a
+    512 MB address space), and the alias bomb's value, written out, is 2**30 strings long."""
+    import subprocess
+    import sys
+
+    code = ("import pickle, resource, sys\nresource.setrlimit(resource.RLIMIT_AS, (512 << 20, 512 << 20))\n"
+            "try:\n    pickle.loads(sys.stdin.buffer.read())\n    print('loaded')\nexcept MemoryError:\n"
+            "    print('MemoryError')\n")
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", code], input=_memo_bomb(), capture_output=True,
+                         timeout=120)
+    assert out.stdout.decode().strip() == "MemoryError", out.stderr.decode()[-500:]
+    value = pickle.loads(_alias_bomb(levels=12))  # small enough to count: 2**12 copies
+    flat = json.dumps(value)
+    assert flat.count("x" * 100) == 2 ** 12
+
+
+def test_legit_payloads_still_decode_with_the_bounds():
+    """What the bounds accept: LiveCodeBench's real shape (a pickled JSON string) and plain nested data with
+    shared strings, decoded in the child."""
+    tests = [{"input": "1 2\n" * 1000, "output": "3", "testtype": "stdin"}] * 5
+    assert decode_lcb_payload(encode_private(tests), "r") == tests
+    shared = "y" * 50
+    data = {"a": [shared, shared, [shared, {"b": (1, 2.5, None, True)}]]}
+    assert decode_lcb_payload(b64z(pickle.dumps(data, protocol=4)), "r") == json.loads(json.dumps(data))

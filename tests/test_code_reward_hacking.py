@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -354,6 +355,23 @@ STDIN_HACKS: dict[str, tuple[str, str]] = {
     "read one byte and exit": ("import os\nos.read(0, 1)\n", WRONG),
     "close stdout, then print the example's output": (
         "import os\nos.close(1)\nprint(@EXAMPLE@)\n", r"test 0: |" + WRONG),
+    # issue 52: the classic chroot escape (chroot into a subdirectory, walk up past the old root, chroot
+    # there), then the tests file of the host; as a non-root user the old sandbox (root of a user
+    # namespace behind a chroot) let it through
+    "chroot escape, then the host's tests file": (
+        "import json, os, sys\nx = sys.stdin.read()\ntry:\n    os.makedirs('/tmp/jail', exist_ok=True)\n"
+        "    fd = os.open('/', os.O_RDONLY)\n    os.chroot('/tmp/jail')\n    os.fchdir(fd)\n"
+        "    for _ in range(64):\n        os.chdir('..')\n    os.chroot('.')\nexcept OSError:\n    pass\n"
+        "try:\n    t = json.load(open(@PATH@))\n    print(t['outputs'][t['inputs'].index(x)])\nexcept Exception:\n"
+        "    pass\n", WRONG),
+    # issue 52: from the installed wheel the old sandbox showed site-packages, and with it resrl's
+    # package data, which holds stdin-synth's private tests (base64 / zlib / pickle, as LiveCodeBench's)
+    "read resrl's package data (the private tests)": (
+        "import base64, json, pickle, sys, zlib\nx = sys.stdin.read()\ntry:\n    for line in open(@PKGDATA@):\n"
+        "        row = json.loads(line)\n        tests = json.loads(row['public_test_cases']) + json.loads(\n"
+        "            pickle.loads(zlib.decompress(base64.b64decode(row['private_test_cases']))))\n"
+        "        for t in tests:\n            if t['input'] == x:\n                print(t['output'])\n"
+        "                raise SystemExit(0)\nexcept (OSError, ValueError):\n    pass\n", WRONG),
 }
 
 STDIN_PROBLEMS = ["synth-01-array-sum", "synth-05-products"]  # one line of numbers; t test cases
@@ -364,6 +382,13 @@ def _stdin_problems():
 
     by_id = {p.id: p for p in load_problems("stdin-synth")}
     return [by_id[i] for i in STDIN_PROBLEMS]
+
+
+def packaged_stdin_synth():
+    """stdin-synth's file in resrl's package data (site-packages/resrl/data/... from the wheel)."""
+    import importlib.resources
+
+    return importlib.resources.files("resrl").joinpath("data/packaged/code/stdin-synth.jsonl")
 
 
 class Oracle:
@@ -400,7 +425,7 @@ class Oracle:
         code, _ = STDIN_HACKS[name]
         example = json.loads(problem.answer)["outputs"][0]
         return (code.replace("@PATH@", repr(str(self.path))).replace("@PORT@", str(self.port))
-                .replace("@EXAMPLE@", repr(example)))
+                .replace("@EXAMPLE@", repr(example)).replace("@PKGDATA@", repr(str(packaged_stdin_synth()))))
 
     def close(self):
         self.server.close()
@@ -467,6 +492,7 @@ def test_the_oracle_attacks_are_live_outside_the_sandbox(tmp_path):
         tests = json.loads(problems[1].answer)
         x, want = tests["inputs"][3], tests["outputs"][3]  # a private test
         for name in ("read the tests file from disk", "fetch the expected output over the network",
+                     "chroot escape, then the host's tests file", "read resrl's package data (the private tests)",
                      "read the expected output from another process's memory"):
             out = subprocess.run([sys.executable, "-c", oracle.program(name, problems[1])], input=x.encode(),
                                  capture_output=True, timeout=120)
@@ -493,6 +519,229 @@ def test_honest_stdin_programs_pass_through_the_same_paths():
     finally:
         reward.close()
     assert run_tests(reference_program(problems[0].id), problems[0].answer, timeout_s=5.0).passed
+
+
+# ---- state across items (issue 52) --------------------------------------------------------------------
+# The binary reward stops at the first failed test, so a program still running at test i+1 knows its answer
+# to test i was right: a program that can hand confirmed answers to later samples of the same problem
+# (another item, possibly another uid) earns reward on problems it cannot solve. Each channel below has a
+# `write(token)` and a `read() -> token | None`; the token is the {input: output} table such a program
+# would have built. Item A writes it (and passes: it prints the answers); item B, a separate item run
+# after A, only reads: it must earn 0. The CONTROL (write then read in one process) shows the channel's
+# code is live: outside the sandbox it prints the right answer, and inside one item too (an item may keep
+# state between its own tests), except for the keyring, which the seccomp filter closes.
+_LIBC = "import ctypes, json, os, sys\nlibc = ctypes.CDLL(None, use_errno=True)\nKEY = @KEY@\n"
+CHANNELS: dict[str, str] = {
+    "SysV shared memory": _LIBC + (
+        "libc.shmat.restype = ctypes.c_void_p\n"
+        "def write(s):\n    b = s.encode() + b'\\0'\n    i = libc.shmget(KEY, 1 << 16, 0o1666)\n"
+        "    p = libc.shmat(i, None, 0)\n    ctypes.memmove(p, b, len(b))\n"
+        "def read():\n    i = libc.shmget(KEY, 0, 0o666)\n    if i < 0:\n        return None\n"
+        "    p = libc.shmat(i, None, 0)\n    return None if p in (None, 2**64 - 1) else ctypes.string_at(p).decode()\n"),
+    "SysV message queue": _LIBC + (
+        "class Msg(ctypes.Structure):\n    _fields_ = [('mtype', ctypes.c_long), ('text', ctypes.c_char * 8000)]\n"
+        "def write(s):\n    q = libc.msgget(KEY, 0o1666)\n    m = Msg(1, s.encode())\n"
+        "    for _ in range(4):\n        libc.msgsnd(q, ctypes.byref(m), len(s) + 1, 0o4000)\n"
+        "def read():\n    q = libc.msgget(KEY, 0o666)\n    m = Msg()\n"
+        "    if q < 0 or libc.msgrcv(q, ctypes.byref(m), 8000, 0, 0o4000) < 0:\n        return None\n"
+        "    return m.text.decode()\n"),
+    "SysV semaphores": _LIBC + (
+        "def write(s):\n    b = s.encode()\n    i = libc.semget(KEY, len(b) + 1, 0o1666)\n"
+        "    for k, v in enumerate(b + b'\\0'):\n        libc.semctl(i, k, 16, ctypes.c_int(v))\n"
+        "def read():\n    i = libc.semget(KEY, 0, 0o666)\n    if i < 0:\n        return None\n    out = bytearray()\n"
+        "    while True:\n        v = libc.semctl(i, len(out), 12)\n        if v <= 0:\n            break\n"
+        "        out.append(v)\n    return out.decode() or None\n"),
+    "POSIX shared memory (/dev/shm)": _LIBC + (
+        "def write(s):\n    open('/dev/shm/resrl-leak-@KEY@', 'w').write(s)\n"
+        "def read():\n    try:\n        return open('/dev/shm/resrl-leak-@KEY@').read()\n    except OSError:\n        return None\n"),
+    "a file in /tmp": _LIBC + (
+        "def write(s):\n    open('/tmp/resrl-leak-@KEY@', 'w').write(s)\n"
+        "def read():\n    try:\n        return open('/tmp/resrl-leak-@KEY@').read()\n    except OSError:\n        return None\n"),
+    "kernel keyring (the user keyring)": _LIBC + (
+        "def write(s):\n    b = s.encode()\n    libc.syscall(248, b'user', b'resrl-leak-@KEY@', b, len(b), -4)\n"
+        "def read():\n    k = libc.syscall(250, 10, -4, b'user', b'resrl-leak-@KEY@', 0)\n    if k < 0:\n        return None\n"
+        "    buf = ctypes.create_string_buffer(1 << 14)\n    n = libc.syscall(250, 11, k, buf, 1 << 14)\n"
+        "    libc.syscall(250, 21, k)  # KEYCTL_INVALIDATE: leave nothing behind outside the sandbox\n"
+        "    return buf.raw[:n].decode() if n > 0 else None\n"),
+    "abstract unix socket (a daemon serves it)": _LIBC + (
+        "import socket, time\nADDR = b'\\0resrl-leak-@KEY@'\n"
+        "def write(s):\n    srv = socket.socket(socket.AF_UNIX)\n    try:\n        srv.bind(ADDR)\n    except OSError:\n"
+        "        return\n    srv.listen(8)\n    if os.fork() == 0:\n        os.setsid()\n"
+        "        null = os.open('/dev/null', os.O_RDWR)\n        for fd in (0, 1, 2):\n            os.dup2(null, fd)\n"
+        "        srv.settimeout(30)\n        c, _ = srv.accept()\n        c.sendall(s.encode())\n        c.close()\n"
+        "        os._exit(0)\n    srv.close()\n"
+        "def read():\n    c = socket.socket(socket.AF_UNIX)\n    try:\n        c.settimeout(0.5)\n        c.connect(ADDR)\n"
+        "        return b''.join(iter(lambda: c.recv(65536), b'')).decode()\n    except OSError:\n        return None\n"),
+}
+CHANNEL_PROBLEM = "synth-01-array-sum"
+
+
+def channel_programs(name: str, tests: dict, key: int) -> dict[str, str]:
+    """The writer (prints the answers it knows, writes the table), the reader (only reads) and the
+    control (writes, then answers from what it reads back) of a channel; `key` names the channel's
+    objects (IPC key, file, socket, key description), fresh per run so that runs do not meet."""
+    table = json.dumps(dict(zip(tests["inputs"], tests["outputs"])))
+    lib = CHANNELS[name].replace("@KEY@", str(key))
+    answer = "x = sys.stdin.read()\nt = read()\nif t:\n    print(json.loads(t).get(x, ''))\n"
+    return {"writer": lib + f"TABLE = {table!r}\nwrite(TABLE)\nprint(json.loads(TABLE)[sys.stdin.read()])\n",
+            "reader": lib + answer,
+            "control": lib + f"write({table!r})\n" + answer}
+
+
+def _channel_problem():
+    from resrl.tasks.data import load_problems
+
+    return next(p for p in load_problems("stdin-synth") if p.id == CHANNEL_PROBLEM)
+
+
+@pytest.fixture(scope="module")
+def channel_table():
+    """{channel: {"writer": passed, "reader": passed, "control": passed}} in the sandbox: one item each,
+    writer before reader, on a pool of 2 as training runs them (the cache would hide nothing: the
+    three programs differ)."""
+    from resrl.tasks.code.reward import run_tests
+    from resrl.tasks.code.sandbox.runner import SandboxLimits
+
+    import random
+
+    tests = json.loads(_channel_problem().answer)
+    limits = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
+    table = {}
+    for name in CHANNELS:
+        progs = channel_programs(name, tests, random.randrange(1 << 20, 1 << 30))
+        row = {}
+        for role in ("writer", "reader", "control"):
+            res = run_tests(progs[role], tests, 2.0, limits=limits)
+            row[role] = res.passed
+            row[role + "_error"] = res.error
+        table[name] = row
+    return table
+
+
+@pytest.mark.parametrize("name", list(CHANNELS))
+def test_no_state_crosses_items(channel_table, name):
+    row = channel_table[name]
+    assert row["writer"], row  # item A earned its reward honestly and wrote the table
+    assert not row["reader"], row  # item B found nothing of it
+    if not name.startswith("kernel keyring"):
+        assert row["control"], row  # the channel works within one item: the reader's code is live
+    else:
+        assert not row["control"], row  # the seccomp filter closes the keyrings even within an item
+
+
+@pytest.mark.parametrize("name", list(CHANNELS))
+def test_the_channels_are_live_outside_the_sandbox(name):
+    """Run plainly, the control program answers every test through its channel (else the reader's 0 in
+    the sandbox would prove nothing)."""
+    import subprocess
+
+    import random
+
+    tests = json.loads(_channel_problem().answer)
+    key = random.randrange(1 << 20, 1 << 30)
+    prog = channel_programs(name, tests, key)["control"]
+    x, want = tests["inputs"][-1], tests["outputs"][-1]
+    out = subprocess.run([sys.executable, "-c", prog], input=x.encode(), capture_output=True, timeout=60)
+    if name.startswith("kernel keyring") and not out.stdout.strip():
+        pytest.skip("kernel keyrings are not available to this process here")
+    for flag in ("-M", "-Q", "-S"):  # clean up what the live run left on the host
+        subprocess.run(["ipcrm", flag, str(key)], capture_output=True)
+    Path(f"/dev/shm/resrl-leak-{key}").unlink(missing_ok=True)
+    Path(f"/tmp/resrl-leak-{key}").unlink(missing_ok=True)
+    assert out.stdout.decode().strip() == want.strip(), (name, out.stderr.decode()[-800:])
+
+
+def _host_sysv_keys(kind: str) -> set[int]:
+    try:
+        lines = Path(f"/proc/sysvipc/{kind}").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    return {int(line.split()[0]) for line in lines if line.split()}
+
+
+def test_nothing_of_an_item_outlives_it():
+    """A 64 MiB SysV segment, a message queue, a semaphore set and a key left behind on purpose (no
+    IPC_RMID), and a detached daemon: none of them is on the host once the item has ended, nor its cgroup."""
+    import os
+
+    from resrl.tasks.code.reward import run_tests
+    from resrl.tasks.code.sandbox.runner import SandboxLimits, reap_dying
+
+    import random
+
+    key = random.randrange(1 << 20, 1 << 30)
+    code = (_LIBC.replace("@KEY@", str(key)) + f"K = {key}\nlibc.shmat.restype = ctypes.c_void_p\n"
+            "i = libc.shmget(K, 64 << 20, 0o1666)\np = libc.shmat(i, None, 0)\n"
+            "ctypes.memset(p, 1, 64 << 20) if p not in (None, 2**64 - 1) else None\n"
+            "libc.msgget(K, 0o1666)\nlibc.semget(K, 4, 0o1666)\n"
+            "made = libc.syscall(248, b'user', b'resrl-left', b'x', 1, -4)\n"
+            "if os.fork() == 0:\n    os.setsid()\n    import time\n    time.sleep(60)\n"
+            "print(i >= 0, made < 0)\n")
+    before = {k: _host_sysv_keys(k) for k in ("shm", "msg", "sem")}
+    res = run_tests(code, {"inputs": [""], "outputs": ["True True"]}, 5.0,
+                    limits=SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8))
+    assert res.passed, res.error  # the segment was made inside; the key was refused
+    assert reap_dying(timeout_s=10.0) == 0
+    for kind in ("shm", "msg", "sem"):
+        assert key not in _host_sysv_keys(kind) - before[kind], kind
+    keys = Path("/proc/keys").read_text() if Path("/proc/keys").exists() else ""
+    assert "resrl-left" not in keys
+    from resrl.tasks.code.sandbox import memory_cgroup
+
+    found = memory_cgroup.memory_cgroup_base()
+    if found is not None:  # the item's memory cgroup is removed too (once the items before it finish dying)
+        import time
+
+        deadline = time.monotonic() + 10
+        while True:
+            memory_cgroup.sweep()
+            left = [d for d in os.listdir(found[1]) if d.startswith("item-")]
+            if not left or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert left == []
+
+
+# ---- the situation a run claims (CI runs this module as root, as a user and from the wheel) ---------------
+SITUATION_ENV = "RESRL_SANDBOX_SITUATION"  # "root" | "nonroot" | "wheel" (unset: whatever this is)
+
+
+def test_the_situation_is_the_one_claimed():
+    """The run really is what CI says it is: root, a non-root user (uid != 0), or the installed wheel
+    (resrl imported from site-packages, whose package data exists on disk while the sandbox masks it).
+    In every situation programs really run under bubblewrap with the seccomp filter."""
+    import os
+
+    import resrl
+    from resrl.tasks.code.reward import run_tests
+    from resrl.tasks.code.sandbox.runner import detect_isolation, masked_dirs, sandbox_visible_dirs
+
+    situation = os.environ.get(SITUATION_ENV, "")
+    iso = detect_isolation()
+    if situation:
+        assert iso.backend == "bwrap", iso
+    if iso.backend != "bwrap":
+        pytest.skip(f"no bubblewrap sandbox here ({iso.refusal or iso.backend})")
+    res = run_tests("print(int(input()) * 2)", {"inputs": ["1\n"], "outputs": ["2"]}, 5.0)
+    assert res.passed and res.layers["sandbox"] == "bwrap" and res.layers["seccomp"] is True, res
+    assert res.layers["pidns"] and res.layers["netns"], res.layers
+    if situation == "root":
+        assert os.geteuid() == 0 and res.layers["uid"] != 0
+    elif situation == "nonroot":
+        assert os.geteuid() != 0 and os.getuid() != 0
+        assert "user" in iso.namespaces
+    elif situation == "wheel":
+        data = Path(str(packaged_stdin_synth()))
+        assert "site-packages" in resrl.__file__ and "site-packages" in str(data), (resrl.__file__, data)
+        assert data.is_file() and data.stat().st_size > 1000  # the private tests are on disk...
+        # ...and out of sight: in a venv (not bound at all) or in a site-packages the sandbox masks
+        hidden = any(str(data).startswith(d + os.sep) for d in masked_dirs()) or not any(
+            str(data).startswith(d + os.sep) for d in sandbox_visible_dirs())
+        assert hidden, (data, sandbox_visible_dirs(), masked_dirs())
+        probe = run_tests(f"import os\nprint(os.path.exists({str(data)!r}))\n", {"inputs": [""], "outputs": ["False"]}, 5.0)
+        assert probe.passed, probe.error  # ...so that the program does not see them
+    else:
+        assert situation == "", f"unknown {SITUATION_ENV}={situation!r}"
 
 
 if __name__ == "__main__" and "--stdin" in sys.argv:  # the stdin/stdout table for docs/tasks/code.md

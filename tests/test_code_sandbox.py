@@ -5,6 +5,7 @@ process of the item survives it. Limits are tight on purpose (2 shared cores): 1
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import socket
 import time
@@ -375,11 +376,17 @@ def test_non_root_user_is_contained_too(weakest):
     home = Path(tempfile.mkdtemp(prefix="resrl-nobody-"))  # pytest's tmp_path is closed to others
     try:
         home.chmod(0o777)
+        try:  # the seccomp binding, for the system python (a one-file package)
+            import pyseccomp
+
+            shutil.copy(pyseccomp.__file__, home / "pyseccomp.py")
+        except ImportError:
+            pass
         script = home / "nobody.py"
         script.write_text(f"WEAKEST = {weakest}\n" + NON_ROOT_SCRIPT)
         script.chmod(0o644)
         proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env", "-i",
-                               "PATH=/usr/bin:/bin", f"PYTHONPATH={src}", f"HOME={home}", python, str(script)],
+                               "PATH=/usr/bin:/bin", f"PYTHONPATH={src}:{home}", f"HOME={home}", python, str(script)],
                               capture_output=True, text=True, timeout=120, cwd=home)
     finally:
         shutil.rmtree(home, ignore_errors=True)
@@ -397,7 +404,7 @@ def test_root_without_a_uid_drop_refuses_unless_allowed(monkeypatch):
     harness cannot drop root, so RLIMIT_NPROC would not bind — it refuses to run programs."""
     from resrl.tasks.code.sandbox import code_harness, runner as sandbox
 
-    closed = [d for d in sandbox._interpreter_dirs() if code_harness._closed_ancestor(d)]
+    closed = [d for d in sandbox._stdlib_dirs() if code_harness._closed_ancestor(d)]
     if not closed:
         pytest.skip("the interpreter is reachable by other uids here: the uid drop works without a chroot")
     monkeypatch.setattr(sandbox, "_ISOLATION", sandbox.Isolation(drop_uid=True))
@@ -500,3 +507,152 @@ def test_the_leftover_check_sees_this_process_sandboxes_only():
         for p in procs:
             p.kill()
             p.wait()
+
+
+# ---- verdicts as LiveCodeBench's testing_util gives them (issue 52) ------------------------------------
+@pytest.mark.parametrize("ending", ["exit()", "exit(0)", "quit()"])
+def test_exit_without_the_prelude_ends_the_program_as_under_livecodebench(ending):
+    """CodeForces / CodeContests / APPS rows have no LiveCodeBench prelude; LiveCodeBench's process has
+    `site`'s exit() and quit(), so a program ending with them is judged on its output (the harness runs
+    with -S, which used to make this a NameError)."""
+    res = run(f"print(int(input()) * 2)\n{ending}\nprint('never')\n")
+    assert res.passed, res.error
+
+
+def test_integers_up_to_livecodebench_digit_limit():
+    """LiveCodeBench raises Python's 4,300-digit limit on int <-> str to 50,000 digits."""
+    big = {"inputs": ["5000\n"], "outputs": ["1" + "0" * 5000]}
+    assert run("print(10 ** int(input()))\n", tests=big).passed
+    over = {"inputs": ["60000\n"], "outputs": ["1" + "0" * 60000]}
+    res = run("print(10 ** int(input()))\n", tests=over)
+    assert not res.passed and "ValueError" in res.error  # over LiveCodeBench's limit too
+    call = {"fn_name": "f", "inputs": [[4999]], "outputs": [10 ** 4999 + 1], "compare": "exact"}
+    assert run("def f(k):\n    return 10 ** k + 1\n", tests=call).passed
+
+
+def test_an_answer_over_one_mebibyte_is_judged():
+    """LiveCodeBench has no output cap; here the cap is twice the largest expected output (at least
+    SandboxLimits.output_kb), so a right answer of 1.5 MiB passes and a flood still fails."""
+    n = 3 * (1 << 19)
+    tests = {"inputs": [f"{n}\n"], "outputs": ["7" * n]}
+    res = run("print('7' * int(input()))\n", tests=tests)
+    assert res.passed, res.error
+    res = run("print('7' * (10 * int(input())))\n", tests=tests)
+    assert not res.passed and res.statuses == ["output_limit"]
+
+
+def test_the_item_time_budget_is_livecodebenchs(monkeypatch):
+    """The default total time of an item is LiveCodeBench's global timeout, (t + 1) * n + 5 s
+    (check_correctness), not min(t * n, 60 + t), which failed 12 tests of 5.6 s at t = 6."""
+    from resrl.tasks.code import reward
+
+    seen = {}
+
+    def fake_run_job(job, limits, *, test_timeout_s, total_timeout_s, slot=0, on_record=None):
+        seen["total"] = total_timeout_s
+        from resrl.tasks.code.sandbox.runner import JobOutcome
+
+        return JobOutcome()
+
+    monkeypatch.setattr(reward, "run_job", fake_run_job)
+    reward.run_tests("print(1)", {"inputs": ["x"] * 12, "outputs": ["1"] * 12}, 6.0)
+    assert seen["total"] == (6.0 + 1) * 12 + 5 > 12 * 5.6
+
+
+def test_a_failing_item_does_not_wait_for_its_harness(monkeypatch):
+    """stop_on_failure: the parent stops reading at the first failed test and kills the sandbox; it used
+    to wait up to 1 s for the still-running harness first."""
+    import subprocess
+
+    waits = []
+    real_wait = subprocess.Popen.wait
+
+    def spy(self, timeout=None):
+        waits.append(timeout)
+        return real_wait(self, timeout)
+
+    monkeypatch.setattr(subprocess.Popen, "wait", spy)
+    res = run("import time\nif input() == '1':\n    print(0)\nelse:\n    time.sleep(0.9)\n", stop_on_failure=True)
+    assert res.statuses[0] == "wrong" and res.statuses[1:] == ["not_run", "not_run"]
+    assert waits == []
+
+
+def test_the_programs_memory_does_not_shrink_with_the_number_of_tests():
+    """25 inputs of 4 MB under a 160 MB address-space limit: a program that allocates 100 MB passes every
+    test. The harness used to hold every input (the forked test inherited them all: 100 MB gone)."""
+    size = 4 << 20
+    inputs = [f"{k} " + "1" * size + "\n" for k in range(25)]
+    tests = {"inputs": inputs, "outputs": [str(k) for k in range(25)]}
+    limits = dataclasses.replace(TIGHT, memory_mb=160, cgroup_memory_mb=400, tmpfs_mb=8)
+    code = ("import sys\nblock = bytearray(100 << 20)\nk = sys.stdin.buffer.read(16).split()[0]\n"
+            "print(int(k))\n")
+    res = run_tests(code, tests, 5.0, limits=limits)
+    assert res.passed, res.error
+
+
+def test_without_bubblewrap_programs_are_refused_unless_the_weak_path_is_accepted(monkeypatch, caplog):
+    """No silent fallback (issue 52): without bubblewrap every item fails with the reason and the flag that
+    accepts the risk; RESRL_CODE_SANDBOX=weak runs the legacy path, warning once with its risks."""
+    import logging
+    import shutil
+
+    from resrl.tasks.code.sandbox import runner as sb
+
+    real_which = shutil.which
+    monkeypatch.setattr(sb.shutil, "which", lambda name, path=None: None if name == "bwrap" else real_which(name, path=path))
+    monkeypatch.setattr(sb, "_ISOLATION", None)
+    monkeypatch.delenv(sb.SANDBOX_ENV, raising=False)
+    with caplog.at_level(logging.WARNING, logger="resrl.tasks.code.sandbox.runner"):
+        iso = sb.detect_isolation(refresh=True)
+    assert iso.backend == "refused" and "bubblewrap is not installed" in iso.refusal
+    assert "RESRL_CODE_SANDBOX=weak" in iso.refusal and any("refused" in r.getMessage() for r in caplog.records)
+    res = run("print(int(input()) * 2)")
+    assert not res.passed and res.statuses == ["not_run"] * 3 and "bubblewrap is not installed" in res.error
+    monkeypatch.setenv(sb.SANDBOX_ENV, "weak")
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="resrl.tasks.code.sandbox.runner"):
+        iso = sb.detect_isolation(refresh=True)
+    assert iso.backend == "legacy"
+    assert any("weak" in r.getMessage() and "keyrings" in r.getMessage() for r in caplog.records)
+    res = run("print(int(input()) * 2)")
+    assert res.passed and res.layers["sandbox"] == "legacy", res.error
+
+
+def test_every_site_packages_the_sandbox_shows_is_empty_inside():
+    """resrl installed into the interpreter's own prefix (a `sudo pip install`, a conda base) would sit in
+    a site-packages of a directory the sandbox shows: each is masked by an empty tmpfs, so neither resrl's
+    package data nor any installed package is readable inside (only the standard library is)."""
+    import sys
+
+    from resrl.tasks.code.sandbox.runner import detect_isolation, masked_dirs, sandbox_visible_dirs
+
+    if detect_isolation().backend != "bwrap":
+        pytest.skip("no bubblewrap sandbox here")
+    masked = masked_dirs()
+    base_site = [d for d in masked if d.startswith(os.path.realpath(sys.base_prefix) + os.sep)]
+    assert base_site, (masked, sandbox_visible_dirs())  # the base interpreter's own site-packages is one
+    assert any(os.listdir(d) for d in masked)  # ...and it is not empty on the host
+    code = (f"import os, json\nprint(json.dumps([os.listdir(d) for d in {masked!r}]))\n"
+            "import email, json, sqlite3\n")
+    res = run(code, tests={"inputs": [""], "outputs": [json.dumps([[] for _ in masked])]})
+    assert res.passed, res.error
+
+
+def test_the_seccomp_filter_denies_what_it_lists():
+    """Inside, each of these fails with EPERM from the filter (ptrace(TRACEME), which would otherwise
+    succeed; a new user namespace, which would otherwise grant capabilities; the keyrings, chroot, mount,
+    bpf), and clone3 with ENOSYS, while an ordinary fork still works."""
+    from resrl.tasks.code.sandbox.runner import detect_isolation
+
+    if detect_isolation().backend != "bwrap":
+        pytest.skip("no bubblewrap sandbox here")
+    code = ("import ctypes, errno, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+            "def err(rc):\n    return errno.errorcode.get(ctypes.get_errno(), '?') if rc == -1 else 'ok'\n"
+            "out = [err(libc.ptrace(0, 0, None, None)), err(libc.unshare(0x10000000)),\n"
+            "       err(libc.syscall(250, 0, 0)), err(libc.chroot(b'/tmp')),\n"
+            "       err(libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)), err(libc.syscall(321, 0, None, 0)),\n"
+            "       err(libc.syscall(435, None, 0))]\n"
+            "pid = os.fork()\nif pid == 0:\n    os._exit(7)\n"
+            "out.append(str(os.WEXITSTATUS(os.waitpid(pid, 0)[1])))\nprint(' '.join(out))\n")
+    res = run(code, tests={"inputs": [""], "outputs": ["EPERM EPERM EPERM EPERM EPERM EPERM ENOSYS 7"]})
+    assert res.passed, res.error

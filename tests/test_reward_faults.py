@@ -80,16 +80,58 @@ def test_a_batch_that_fails_as_a_whole_and_wrong_lengths():
     assert scores == [0.0, 0.0] and m["reward/nonfinite"] == 2.0
 
 
-def test_an_in_process_call_past_its_deadline_is_abandoned():
+def hangs(completions, answers):
     import time
 
-    def hangs(completions, answers):
-        time.sleep(10 ** 6)
+    time.sleep(10 ** 6)
 
-    scores, m = _call(RewardAdapter(hangs, name="hangs", timeout_s=0.2), ["1", "2", "3"])
+
+def hangs_on_13(completions, answers):
+    """Scores 1.0 per item, but never returns for a batch holding the answer "13" (module level: the worker
+    processes the adapter moves it to are forked, they need no pickling of it)."""
+    import time
+
+    if "13" in answers:
+        time.sleep(10 ** 6)
+    return [1.0] * len(answers)
+
+
+def _reward_threads() -> int:
+    import threading
+
+    return sum(t.name.startswith("resrl-reward-") and t.is_alive() for t in threading.enumerate())
+
+
+def test_an_in_process_call_past_its_deadline_is_abandoned():
+    adapter = RewardAdapter(hangs, name="hangs", timeout_s=0.2)
+    try:
+        scores, m = _call(adapter, ["1", "2", "3"])
+    finally:
+        adapter.close()
     assert scores == [0.0] * 3 and m["reward/timeouts"] == 3.0
-    with pytest.raises(RewardFaultError, match="reward 'hangs': timeouts"):
-        _call(RewardAdapter(hangs, name="hangs", timeout_s=0.2, on_error="raise"), ["1"])
+    adapter = RewardAdapter(hangs, name="hangs", timeout_s=0.2, on_error="raise")
+    try:
+        with pytest.raises(RewardFaultError, match="reward 'hangs': timeouts"):
+            _call(adapter, ["1"])
+    finally:
+        adapter.close()
+
+
+def test_a_hanging_item_costs_one_score_and_no_thread_per_step():
+    """Like a raising batch, a batch past its deadline is scored item by item: the item that hangs scores 0,
+    the 15 others their score. The call that timed out is the only thread ever abandoned: later steps run
+    in worker processes that the deadline kills."""
+    before = _reward_threads()
+    adapter = RewardAdapter(hangs_on_13, name="hangs_on_13", timeout_s=0.5)
+    answers = [str(k) for k in range(6, 22)]  # "13" is item 7
+    try:
+        for step in range(3):
+            scores, m = _call(adapter, answers)
+            assert scores == [1.0] * 7 + [0.0] + [1.0] * 8, (step, scores)
+            assert m["reward/timeouts"] == 1.0 and m["reward/errors"] == 0.0
+    finally:
+        adapter.close()
+    assert _reward_threads() - before <= 1
 
 
 def test_isolated_items_report_the_same_kinds(caplog):

@@ -198,3 +198,23 @@ def test_goal_order_is_webshops_seed_233_shuffle_of_file_order():
     random.Random(233).shuffle(order)
     cat = load_catalog(PACKAGED)
     assert [(g.asin, g.instruction.split(", and price lower than")[0]) for g in cat.goals] == order
+
+
+def test_wrong_types_and_deep_files_are_refused_naming_them(tmp_path):
+    """issue 52: a string `attributes` was split into its characters; a catalog nested 100,000 levels deep
+    raised an uncaught RecursionError."""
+    from resrl.errors import DataError
+    from resrl.tasks.webshop.data import Goal, load_catalog
+
+    row = {"asin": "B0", "instruction": "i", "attributes": "waterproof", "options": [], "price_upper": 10,
+           "query": "q", "category": "c", "product_category": "a › b", "name": "n"}
+    with pytest.raises(DataError, match="row 3: not a WebShop goal .'attributes' must be a list of strings, got str"):
+        Goal.from_dict(row, "row 3")
+    with pytest.raises(DataError, match="'options' must be a list"):
+        Goal.from_dict({**row, "attributes": ["x"], "options": "black"}, "row 3")
+    assert Goal.from_dict({**row, "attributes": ["waterproof"]}, "row 3").attributes == ("waterproof",)
+    root = tmp_path / "deep"
+    root.mkdir()
+    (root / "items_shuffle_1000.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(DataError, match="items_shuffle_1000.json: JSON nested too deeply"):
+        load_catalog(root)

@@ -174,3 +174,42 @@ def test_bm25_matches_a_float64_hand_computation():
         ((products[i].asin, -s) for i, s in want.items()), key=lambda x: x[1])]
     assert index.search("nothing matches this") == []
     assert tokenize("The boots' laces and HATS") == ["boot", "lace", "hat"]
+
+
+# ---- issue 52: the type reward as goal.py computes it; the words where rewards are computed ------------
+def test_the_title_score_divides_by_the_goal_words_with_repeats():
+    """goal.py: len(set(bought) & set(wanted)) / len(wanted), `wanted` the goal title's word LIST: a word
+    the goal title repeats counts each time below the line (dividing by distinct words scored higher)."""
+    goal = _goal(name="Shoe Shoe Shoe Shoe Shoe Box", query="other", product_category="A › B")
+    product = _product(name="Box Lid", query="boxes", product_category="C › D")
+    r_type, query_match, category_match, title_score = type_reward(product, goal)
+    assert not query_match and not category_match
+    assert title_score == pytest.approx(1 / 6)  # {box} of [shoe x5, box]; distinct words would give 1/2
+    assert r_type == 0.5  # title_score <= 0.2 and no other match (1/2 would have given 1.0)
+
+
+def test_the_type_words_function_is_named_where_rewards_are_computed(tmp_path, monkeypatch):
+    """WebShopSpec(type_words="module:function") reaches the environment's reward (training, `resrl eval
+    --webshop-type-words`, `resrl webshop-ref --type-words` build their environments from it)."""
+    from resrl.errors import InputError
+    from resrl.tasks.webshop.data import load_goal_rows
+    from resrl.tasks.webshop.env import WebShopSpec
+    from resrl.tasks.webshop.policies import expert_action
+    from resrl.tasks.webshop.reward import resolve_words
+
+    (tmp_path / "my_nouns.py").write_text("CALLS = []\n\ndef nouns(title):\n    CALLS.append(title)\n"
+                                          "    return title.lower().split()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import my_nouns
+
+    assert resolve_words("my_nouns:nouns") is my_nouns.nouns and resolve_words(None) is type_words
+    with pytest.raises(InputError, match="not an importable"):
+        resolve_words("my_nouns:missing")
+    env = WebShopSpec(type_words="my_nouns:nouns").build()
+    env.reset(load_goal_rows("webshop-small:test")[0])
+    for _ in range(15):
+        r = env.step(expert_action(env))
+        if r.done:
+            break
+    assert r.done and my_nouns.CALLS  # the environment's reward called the named function
+    assert set(my_nouns.CALLS) >= {env.goal.name}

@@ -75,8 +75,8 @@ def _is_scalar_tensor(value) -> bool:
 def call_with_deadline(fn: Callable[[], Any], timeout_s: float | None, name: str):
     """fn(), or raise TimeoutError when it runs past `timeout_s` (None: no limit).
 
-    In-process code cannot be killed: the call goes on in a daemon thread, abandoned (a reward
-    that must be stopped runs with reward.isolate: true, in worker processes that are)."""
+    In-process code cannot be killed: the call goes on in a daemon thread, abandoned (RewardAdapter
+    then moves the reward to worker processes, which are; reward.isolate: true starts there)."""
     if timeout_s is None:
         return fn()
     box: dict = {}
@@ -181,8 +181,10 @@ class RewardAdapter:
     with one log line naming the reward and the row the first time, or one `RewardFaultError`
     (on_error = "raise"): an exception (the batch is then scored item by item, so that only the
     items that raise score 0), a call past `timeout_s` (in-process deadline of one call, None for
-    none: the built-in rewards bound their own items), a NaN / inf, a value that is not a number,
-    a list of the wrong length. An isolated function (IsolatedReward) reports its items' faults in
+    none: the built-in rewards bound their own items; the batch is then scored item by item, so that
+    one hanging item costs one score, and the function moves to worker processes that a deadline
+    kills — the timed-out call's thread is the only one ever abandoned), a NaN / inf, a value that is
+    not a number, a list of the wrong length. An isolated function (IsolatedReward) reports its items' faults in
     `last_faults`."""
 
     def __init__(self, fn: Callable[[list[str], list[str]], list[float]], name: str | None = None,
@@ -196,6 +198,7 @@ class RewardAdapter:
         self.style = style  # "resrl" | "trl" | None: from the user function's signature at the first call
         self.__name__ = name or getattr(fn, "__name__", None) or type(fn).__name__
         self.faults = FaultLog(self.__name__, on_error)
+        self._isolated: IsolatedReward | None = None  # set once a call times out (`_score`)
 
     def __call__(self, prompts, completions, log_metric=None, **columns) -> list[float]:
         if self.style is None:
@@ -226,10 +229,16 @@ class RewardAdapter:
         return scores
 
     def _score(self, args: tuple, kwargs: dict, n: int) -> tuple[list[float], list[tuple[int, str, str]]]:
+        if self._isolated is not None:  # a call of this reward timed out before: its items run in workers
+            return self._score_isolated(args, kwargs, n)
         try:
             raw = call_with_deadline(lambda: self.fn(*args, **kwargs), self.timeout_s, self.__name__)
         except TimeoutError as exc:
-            return [0.0] * n, [(i, "timeouts", str(exc)) for i in range(n)]
+            # like an exception: find the items that hang, so that one hanging item costs one score. An
+            # in-process call cannot be stopped (its thread is abandoned): from now on this reward runs in
+            # worker processes, which are killed at the deadline — one abandoned thread per run, not per step
+            self._isolate(exc)
+            return self._score_isolated(args, kwargs, n)
         except Exception as exc:  # noqa: BLE001 — user code: score item by item to find the items that raise
             return self._score_items(args, kwargs, n, exc)
         try:
@@ -244,6 +253,28 @@ class RewardAdapter:
             scores[i] = 0.0
             faults.append((i, kind, detail))
         return scores, faults
+
+    def _isolate(self, exc: Exception) -> None:
+        logger.warning("reward %r: a call ran past reward.timeout_s=%g s (%s); it cannot be stopped in-process, so "
+                       "this reward now scores item by item in worker processes, killed at the deadline "
+                       "(reward.isolate: true does so from the start)", self.__name__, self.timeout_s, exc)
+        self._isolated = IsolatedReward(self.fn, timeout_s=self.timeout_s, num_workers=2)
+
+    def _score_isolated(self, args: tuple, kwargs: dict, n: int):
+        try:
+            raw = self._isolated(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 — e.g. an argument that cannot travel to a worker
+            return [0.0] * n, [(i, "errors", f"{type(exc).__name__}: {exc}") for i in range(n)]
+        scores, faults = _check_values(raw)
+        for i, kind, detail in self._isolated.last_faults:
+            scores[i] = 0.0
+            faults.append((i, kind, detail))
+        return scores, faults
+
+    def close(self) -> None:
+        if self._isolated is not None:
+            self._isolated.close()
+            self._isolated = None
 
     def _score_items(self, args: tuple, kwargs: dict, n: int, batch_error: Exception):
         scores, faults = [], []

@@ -68,6 +68,8 @@ def _json_field(row: dict, key: str, where: str, default=None):
             return json.loads(value) if value.strip() else default
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: {key!r} is not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except RecursionError:
+            raise DataError(f"{where}: {key!r} is JSON nested too deeply; refused") from None
     return value
 
 
@@ -100,9 +102,11 @@ def _lcb_tests(value: Any, key: str, where: str) -> list[dict]:
 
 
 def _functional_args(text: str, where: str) -> list:
+    from resrl.tasks.code.sandbox.code_tests import loads_json
+
     try:
-        return [json.loads(line) for line in text.split("\n") if line.strip()]
-    except json.JSONDecodeError:
+        return [loads_json(line) for line in text.split("\n") if line.strip()]
+    except ValueError:  # not JSON, or an int over LiveCodeBench's 50,000 digits
         raise DataError(f"{where}: a functional test input is not JSON values, one per line") from None
 
 
@@ -132,14 +136,16 @@ def lcb_row_to_problem(row: dict, index: int, source: str, where: str):
     if not isinstance(starter, str):
         raise DataError(f"{where}: 'starter_code' must be a string")
     if kinds == {"functional"}:  # LeetCode: Solution().func_name(*args), compared with ==, as LiveCodeBench does
+        from resrl.tasks.code.sandbox.code_tests import loads_json
+
         fn = metadata.get("func_name")
         if not isinstance(fn, str) or not fn:
             raise DataError(f"{where}: functional (LeetCode-style) tests need 'metadata' with a 'func_name'")
         outputs = []
         for i, t in enumerate(tests):
             try:
-                outputs.append(json.loads(t["output"]))
-            except json.JSONDecodeError:
+                outputs.append(loads_json(t["output"]))
+            except ValueError:
                 raise DataError(f"{where}: the output of functional test {i} is not JSON") from None
         spec = {"fn_name": fn, "inputs": [_functional_args(t["input"], f"{where}: test {i}") for i, t in enumerate(tests)],
                 "outputs": outputs, "compare": "exact", "prelude": "lcb"}

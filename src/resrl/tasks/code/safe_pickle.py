@@ -13,57 +13,40 @@ Here a payload is decoded in two independent steps, so that neither alone has to
 2. only then `RestrictedUnpickler` loads it; its `find_class` and `persistent_load` refuse
    everything, so even an opcode missed by step 1 could not reach a callable.
 
-The zlib step is bounded (`MAX_DECODED_BYTES`, a zip bomb is refused before it fills memory).
+Both, and the zlib step, are bounded before anything is allocated (`resrl.tasks.code.pickle_guard`:
+streamed inflate, memo indices, the size every reference expands to, nesting depth), and a payload
+is decoded in a child interpreter with an address-space limit (`DECODE_MEMORY_BYTES`), so that
+whatever slips past the checks fails there, not in the trainer. Every refusal is a DataError that
+names the file, the row and the key (the `where` of the caller).
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
-import io
-import pickle
-import pickletools
-import zlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 from resrl.errors import DataError
+from resrl.tasks.code.pickle_guard import ALLOWED_OPCODES, RestrictedUnpickler, check_pickle, load
 
-# what a pickled JSON text (or plain data) needs; everything that imports, calls or builds objects is absent
-ALLOWED_OPCODES = frozenset({
-    "PROTO", "FRAME", "STOP", "MARK", "POP", "POP_MARK", "DUP",
-    "PUT", "BINPUT", "LONG_BINPUT", "MEMOIZE", "GET", "BINGET", "LONG_BINGET",
-    "NONE", "NEWTRUE", "NEWFALSE",
-    "INT", "BININT", "BININT1", "BININT2", "LONG", "LONG1", "LONG4", "FLOAT", "BINFLOAT",
-    "STRING", "BINSTRING", "SHORT_BINSTRING", "UNICODE", "BINUNICODE", "SHORT_BINUNICODE", "BINUNICODE8",
-    "EMPTY_LIST", "APPEND", "APPENDS", "LIST",
-    "EMPTY_TUPLE", "TUPLE", "TUPLE1", "TUPLE2", "TUPLE3",
-    "EMPTY_DICT", "DICT", "SETITEM", "SETITEMS",
-})
-
-# decompressed size limit of one encoded payload (LiveCodeBench's largest private test sets are tens of MB)
-MAX_DECODED_BYTES = 1 << 30
+# decompressed size limit of one encoded payload (LiveCodeBench's largest private test sets are tens
+# of MB): a bomb is refused having cost at most this much
+MAX_DECODED_BYTES = 192 << 20
+# the decoding child's address space: the payload, the unpickled text and the child's own interpreter
+DECODE_MEMORY_BYTES = 4 * MAX_DECODED_BYTES + (256 << 20)
+_GUARD = Path(__file__).with_name("pickle_guard.py")
+last_decode_peak_kb: int | None = None  # the last decoding child's peak resident memory (diagnostics, tests)
 
 
-class RestrictedUnpickler(pickle.Unpickler):
-    """An Unpickler that resolves no global and no persistent id: plain data only."""
-
-    def find_class(self, module, name):  # GLOBAL, STACK_GLOBAL, INST, the extension registry
-        raise pickle.UnpicklingError(f"refused to load the global {module}.{name}")
-
-    def persistent_load(self, pid):
-        raise pickle.UnpicklingError("refused a persistent id")
-
-
-def check_opcodes(data: bytes, where: str) -> None:
-    """DataError naming the first opcode of `data` outside ALLOWED_OPCODES (none is executed)."""
+def check_opcodes(data: bytes, where: str, max_bytes: int = MAX_DECODED_BYTES) -> None:
+    """DataError naming `where` and the opcode for anything `pickle_guard.check_pickle` refuses
+    (nothing is executed)."""
     try:
-        for op, _, pos in pickletools.genops(data):
-            if op.name not in ALLOWED_OPCODES:
-                raise DataError(f"{where}: the pickled payload uses opcode {op.name} at byte {pos}, which imports or "
-                                f"calls code; refused (only strings, numbers, lists and dicts are accepted)")
-    except DataError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - truncated or malformed opcode stream
-        raise DataError(f"{where}: not a valid pickle ({exc})") from None
+        check_pickle(data, max_bytes)
+    except ValueError as exc:
+        raise DataError(f"{where}: {exc}") from None
 
 
 def safe_loads(data: bytes, where: str):
@@ -71,49 +54,62 @@ def safe_loads(data: bytes, where: str):
     naming `where` for anything else (see the module docstring)."""
     check_opcodes(data, where)
     try:
-        return RestrictedUnpickler(io.BytesIO(data)).load()
-    except Exception as exc:  # noqa: BLE001 - UnpicklingError, EOFError, ValueError, MemoryError...
-        raise DataError(f"{where}: the pickled payload cannot be decoded as plain data ({exc})") from None
+        return load(data)
+    except ValueError as exc:
+        raise DataError(f"{where}: {exc}") from None
 
 
-def _inflate(raw: bytes, where: str, max_bytes: int) -> bytes:
-    d = zlib.decompressobj()
+def _decode_in_child(text: str, where: str, max_bytes: int, memory_bytes: int):
+    global last_decode_peak_kb
+    code = _GUARD.read_text(encoding="utf-8") + "\nmain()\n"
     try:
-        out = d.decompress(raw, max_bytes + 1)
-        if len(out) <= max_bytes and not d.eof:
-            out += d.flush()
-    except zlib.error as exc:
-        raise DataError(f"{where}: not zlib-compressed data ({exc})") from None
-    if len(out) > max_bytes:
-        raise DataError(f"{where}: the encoded payload decompresses to more than {max_bytes} bytes; refused")
-    return out
+        proc = subprocess.run([sys.executable, "-I", "-S", "-c", code, str(max_bytes), str(memory_bytes)],
+                              input=text.encode("ascii", "replace"), capture_output=True, timeout=600,
+                              env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")})
+    except subprocess.TimeoutExpired:
+        raise DataError(f"{where}: decoding the encoded payload took over 600 s; refused") from None
+    lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+    if lines and lines[-1].startswith("peak_kb="):
+        last_decode_peak_kb = int(lines.pop()[8:])
+    if proc.returncode != 0:
+        why = lines[-1] if lines else f"the decoding process ended with status {proc.returncode}"
+        if proc.returncode < 0 or "MemoryError" in why:
+            why = f"decoding ran out of its {memory_bytes >> 20} MB ({why}); refused"
+        raise DataError(f"{where}: {why}")
+    out = proc.stdout
+    if out[:1] == b"S":
+        return out[1:].decode("utf-8", "surrogatepass")
+    try:
+        return json.loads(out[1:])
+    except (ValueError, RecursionError):
+        raise DataError(f"{where}: the decoded payload is nested too deeply; refused") from None
 
 
-def decode_lcb_payload(text: str, where: str, max_bytes: int = MAX_DECODED_BYTES):
+def decode_lcb_payload(text: str, where: str, max_bytes: int = MAX_DECODED_BYTES,
+                       memory_bytes: int = DECODE_MEMORY_BYTES):
     """LiveCodeBench's private-test field: JSON text (the original release), or
-    base64(zlib(pickle(JSON text))) (`code_generation_lite`). Returns the decoded JSON value."""
-    import json
+    base64(zlib(pickle(JSON text))) (`code_generation_lite`), decoded in a bounded child. Returns the
+    decoded JSON value; DataError naming `where` for anything refused."""
+    from resrl.tasks.code.sandbox.code_tests import loads_json
 
     stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if not stripped.startswith(("[", "{")):
+        value = _decode_in_child(stripped, where, max_bytes, memory_bytes)
+        if not isinstance(value, str):
+            return value
+        stripped = value
+        kind = "the decoded payload is not JSON"
+    else:
+        kind = "not valid JSON"
     try:
-        raw = base64.b64decode(stripped, validate=True)
-    except (binascii.Error, ValueError):
-        raise DataError(f"{where}: neither JSON nor base64 (LiveCodeBench's encoded private tests)") from None
-    value = safe_loads(_inflate(raw, where, max_bytes), where)
-    if isinstance(value, (bytes, bytearray)):
-        value = value.decode("utf-8", "replace")
-    if isinstance(value, str):
-        try:
-            return json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{where}: the decoded payload is not JSON ({exc.msg} at column {exc.colno})") from None
-    return value
+        return loads_json(stripped)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{where}: {kind} ({exc.msg} at column {exc.colno})") from None
+    except RecursionError:
+        raise DataError(f"{where}: the JSON is nested too deeply; refused") from None
+    except ValueError as exc:  # an int over LiveCodeBench's digit limit
+        raise DataError(f"{where}: {exc}") from None
 
 
-__all__ = ["ALLOWED_OPCODES", "MAX_DECODED_BYTES", "RestrictedUnpickler", "check_opcodes", "safe_loads",
-           "decode_lcb_payload"]
+__all__ = ["ALLOWED_OPCODES", "MAX_DECODED_BYTES", "DECODE_MEMORY_BYTES", "RestrictedUnpickler", "check_opcodes",
+           "safe_loads", "decode_lcb_payload"]

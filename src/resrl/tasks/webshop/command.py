@@ -31,6 +31,8 @@ def register(subparsers) -> None:
     q.add_argument("--data", required=True, nargs="+")
     q.add_argument("--limit", type=int, default=None)
     q.add_argument("--max-steps", type=int, default=15)
+    q.add_argument("--type-words", default=None, metavar="MODULE:FUNCTION",
+                   help="the type reward's words of a title (default: the built-in stand-in)")
     q.add_argument("--seed", type=int, default=0, help="the random policy's seed")
     q.set_defaults(func=run_reference)
 
@@ -63,7 +65,7 @@ def run_reference(args) -> int:
     from resrl.tasks.webshop.evaluate import play, summary
     from resrl.tasks.webshop.policies import expert_action, random_policy, rule_action
 
-    spec = WebShopSpec(max_steps=args.max_steps)
+    spec = WebShopSpec(max_steps=args.max_steps, type_words=args.type_words)
     print("| policy | data | goals | Score | Succ. (%) | mean steps |\n|---|---|---:|---:|---:|---:|")
     for data in args.data:
         rows = load_goal_rows(data, limit=args.limit)

@@ -113,6 +113,12 @@ class Goal:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "goal") -> "Goal":
+        if not isinstance(d, dict):
+            raise DataError(f"{where}: not a WebShop goal (a {type(d).__name__}, not an object)")
+        for key in ("attributes", "options"):  # a string would be split into its characters
+            if key in d and not (isinstance(d[key], (list, tuple)) and all(isinstance(x, str) for x in d[key])):
+                raise DataError(f"{where}: not a WebShop goal ({key!r} must be a list of strings, got "
+                                f"{type(d[key]).__name__})")
         try:
             return cls(asin=str(d["asin"]), instruction=str(d["instruction"]),
                        attributes=tuple(str(a) for a in d["attributes"]), options=tuple(str(o) for o in d["options"]),
@@ -154,6 +160,8 @@ def _read_json(path: Path, kind: type):
         raise DataError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     except ValueError as exc:
         raise DataError(f"{path}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise DataError(f"{path}: JSON nested too deeply; refused") from None
     if not isinstance(data, kind):
         raise DataError(f"{path}: expected a JSON {'list' if kind is list else 'object'}, got {type(data).__name__}")
     return data

@@ -121,6 +121,7 @@ class WebShopSpec:
     anchor_mode: str = "observation"      # or "state"
     max_text_chars: int = 20000
     max_action_chars: int = 200
+    type_words: str | None = None        # "module:function" for the type reward's words (None: reward.type_words)
 
     def __post_init__(self) -> None:
         from resrl.tasks.webshop.site import OBSERVATION_MODES
@@ -246,7 +247,7 @@ class WebShopEnv(Environment):
         return arg in self.site.clickables()
 
     def step(self, model_text: str) -> StepResult:
-        from resrl.tasks.webshop.reward import webshop_reward
+        from resrl.tasks.webshop.reward import resolve_words, webshop_reward
 
         self._need_started()
         if self.done:
@@ -271,7 +272,8 @@ class WebShopEnv(Environment):
         if bought:
             s = self.site.session
             product = self.catalog.by_asin[s.asin]
-            self.parts = webshop_reward(product, self.goal, self.catalog.prices[s.asin], s.options)
+            self.parts = webshop_reward(product, self.goal, self.catalog.prices[s.asin], s.options,
+                                        words=resolve_words(self.spec.type_words))
             self.score, self.won, self.bought = self.parts.score, self.parts.won, s.asin
             reward = self.score if self.spec.reward == "score" else float(self.won)
         self.done = bought or self.steps >= self.spec.max_steps

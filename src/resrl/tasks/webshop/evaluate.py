@@ -225,6 +225,9 @@ def eval_arguments(parser) -> None:
                         "compact: instruction and page only (the demo's tiny models)")
     a.add_argument("--webshop-reward", choices=["score", "success"], default="score",
                    help="the step reward of a purchase (reports give score and success either way)")
+    a.add_argument("--webshop-type-words", default=None, metavar="MODULE:FUNCTION",
+                   help="the type reward's words of a title (e.g. a spaCy noun tagger, as WebShop's); default: the "
+                        "built-in stand-in (docs/tasks/webshop.md)")
     a.add_argument("--webshop-label", default=None, help="row name in webshop_results.md (default: the model directory)")
     have = {s for action in parser._actions for s in action.option_strings}
     if "--history-window" not in have:
@@ -239,7 +242,8 @@ def eval_report(run) -> None:
 
     args, out = run.args, run.out
     spec = WebShopSpec(max_steps=args.webshop_max_steps, history_window=args.history_window,
-                       prompt_style=args.webshop_prompt_style, reward=args.webshop_reward)
+                       prompt_style=args.webshop_prompt_style, reward=args.webshop_reward,
+                       type_words=args.webshop_type_words)
     model, tokenizer = run.tools.load_model(args.model)
     summary = evaluate_webshop(model, tokenizer, run.specs, out, spec=spec, n=args.n if args.n is not None else 1,
                                temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,

@@ -22,7 +22,7 @@ import random
 import re
 from typing import Callable
 
-from resrl.tasks.webshop.reward import fuzzy_equal, normalize_color, webshop_reward
+from resrl.tasks.webshop.reward import fuzzy_equal, normalize_color, resolve_words, webshop_reward
 
 _PRICE_CLAUSE = re.compile(r",?\s*and price lower than [\d.]+ dollars\s*$")
 
@@ -69,7 +69,8 @@ def best_options(product, goal) -> dict:
 
 def potential(env, product) -> float:
     """The score buying `product` with its best options would get."""
-    return webshop_reward(product, env.goal, env.catalog.prices[product.asin], best_options(product, env.goal)).score
+    return webshop_reward(product, env.goal, env.catalog.prices[product.asin], best_options(product, env.goal),
+                          words=resolve_words(env.spec.type_words)).score
 
 
 def expert_action(env, max_pages: int = 5) -> str:

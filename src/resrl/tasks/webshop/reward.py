@@ -14,7 +14,8 @@ set U_opt and price ceiling u_price, and a purchase y (a product, the options cl
                       first colour name they contain (normalize_color)
     r_type            1 when the product is of the goal's type, lower when not (eq. 2):
 
-    title_score = |type words(product title) ∩ type words(goal product title)| / |type words(goal title)|
+    title_score = |set(type words(product title)) ∩ set(type words(goal title))| / len(type words(goal title))
+                  (the denominator counts a repeated word each time, as goal.py's len() of its token list)
     r_type = 0    if title_score = 0
              0.1  if 0 < title_score < 0.1
              0.5  if no match (same search query, ≥ 2 shared category levels, or title_score > 0.2)
@@ -26,7 +27,10 @@ rapidfuzz with thefuzz's preprocessing (`token_set_ratio` below).
 One stand-in, stated in docs/tasks/webshop.md: WebShop's "type words" are the NOUN / PROPN tokens
 spaCy's `en_core_web_sm` tags in the title; that tagger is a model download this project does not
 make. Here they are the title's lower-cased alphanumeric words minus English function words
-(`type_words`); a user with spaCy can pass their own `type_words` function to `webshop_reward`.
+(`type_words`); a user with spaCy can pass their own function as `words=` to `webshop_reward`, or name
+it ("module:function", `resolve_words`) where rewards are computed: `WebShopSpec(type_words=...)` (the
+environment of training and `resrl eval`), `resrl eval --webshop-type-words`, `resrl webshop-ref
+--type-words`.
 """
 
 from __future__ import annotations
@@ -132,8 +136,10 @@ def type_reward(product, goal, words: Callable[[str], Sequence[str]] = type_word
     mine = {x.strip() for x in product.product_category.split(CATEGORY_SEPARATOR)}
     wanted = {x.strip() for x in goal.product_category.split(CATEGORY_SEPARATOR)}
     category_match = len(mine & wanted) >= 2
-    have, want = set(words(product.name)), set(words(goal.name))
-    title_score = len(have & want) / len(want) if want else 0.2  # goal.py: 0.2 when the goal title has no noun
+    have, want = list(words(product.name)), list(words(goal.name))
+    # goal.py: the shared distinct words over len() of the goal title's word list (repeats counted);
+    # 0.2 when the goal title has no noun
+    title_score = len(set(have) & set(want)) / len(want) if want else 0.2
     r_type = 1.0
     if not (query_match or category_match or title_score > 0.2):
         r_type = 0.5
@@ -176,5 +182,24 @@ def webshop_reward(product, goal, price: float, options: dict | Iterable[str],
                        category_match=category_match, title_score=title_score)
 
 
-__all__ = ["COLOR_SET", "FUZZY_THRESHOLD", "FUNCTION_WORDS", "RewardParts", "token_set_ratio", "fuzzy_equal",
+def resolve_words(path: str | None) -> Callable[[str], Sequence[str]]:
+    """The type-words function named "module:function" (e.g. a spaCy noun tagger of the user's), or
+    `type_words` for None / "". InputError naming the path when it cannot be imported or called."""
+    if not path:
+        return type_words
+    import importlib
+
+    from resrl.errors import InputError
+
+    module, _, name = str(path).partition(":")
+    try:
+        fn = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise InputError(f"webshop: type_words {path!r} is not an importable 'module:function' ({exc})") from None
+    if not callable(fn):
+        raise InputError(f"webshop: type_words {path!r} is not callable")
+    return fn
+
+
+__all__ = ["resolve_words", "COLOR_SET", "FUZZY_THRESHOLD", "FUNCTION_WORDS", "RewardParts", "token_set_ratio", "fuzzy_equal",
            "normalize_color", "type_words", "type_reward", "attribute_matches", "option_matches", "webshop_reward"]

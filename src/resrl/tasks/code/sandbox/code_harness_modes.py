@@ -78,7 +78,7 @@ def _load(ctx):
 
 
 # ---- fn ------------------------------------------------------------------------------------------
-def _fn_child(ctx, start, blobs, w_fd, cpu_s, close):
+def _fn_child(ctx, start, n, w_fd, cpu_s, close):
     try:
         os.setpgid(0, 0)
         for fd in close:
@@ -91,14 +91,14 @@ def _fn_child(ctx, start, blobs, w_fd, cpu_s, close):
             fn = _load(ctx)
         except BaseException as exc:  # noqa: BLE001 - every input fails with the load error
             msg = ("the program failed to load: " + _exc_text(exc)).encode("utf-8", "replace")
-            for i in range(start, len(blobs)):
+            for i in range(start, n):
                 _write_all(w_fd, b"%d error %s\n" % (i, msg))
             return
         _write_all(w_fd, b"L\n")
-        loads = marshal.loads
-        for i in range(start, len(blobs)):
+        job = ctx["job"]
+        for i in range(start, n):
             try:
-                line = b"%d ok %s\n" % (i, encode(fn(*loads(blobs[i]))).encode("ascii"))
+                line = b"%d ok %s\n" % (i, encode(fn(*h._input_value(job, i))).encode("ascii"))
             except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... fail this input
                 line = b"%d error %s\n" % (i, _exc_text(exc).encode("utf-8", "replace"))
             _write_all(w_fd, line)
@@ -125,8 +125,7 @@ def _memory_note(ctx, oom_before, record, err=""):
 
 def run_fn(ctx):
     job = ctx["job"]
-    n = len(job["inputs"])
-    blobs = [marshal.dumps(a) for a in job["inputs"]]
+    n = len(job["inputs_at"])
     max_line = ctx["out_cap"] + _MAX_LINE_EXTRA
     test_timeout, deadline = ctx["test_timeout"], ctx["deadline"]
     i = 0
@@ -152,7 +151,7 @@ def run_fn(ctx):
             continue
         if pid == 0:
             close = [r_fd, ctx["result_fd"], ctx["out_fd"]] + ([ctx["oom"]] if ctx["oom"] is not None else [])
-            _fn_child(ctx, i, blobs, w_fd, cpu_s, close)
+            _fn_child(ctx, i, n, w_fd, cpu_s, close)
         os.close(w_fd)
         try:
             i = _collect_fn(ctx, pid, r_fd, i, n, max_line, test_timeout, deadline, oom_before)
@@ -393,7 +392,7 @@ def run_check(ctx):
         h._send(ctx["result_fd"], {"i": 0, "status": "error", "error": f"fork failed: {exc}", "seconds": 0.0})
         return
     if cand == 0:
-        _candidate(ctx, req_r, resp_w, cpu_s, [req_w, resp_r, ctx["result_fd"]] + extra)
+        _candidate(ctx, req_r, resp_w, cpu_s, [req_w, resp_r, ctx["result_fd"], job["job_fd"]] + extra)
     os.close(req_r)
     os.close(resp_w)
     verdict_r, verdict_w = os.pipe()  # made after the candidate's fork: it never holds this pipe
@@ -406,7 +405,8 @@ def run_check(ctx):
         h._send(ctx["result_fd"], {"i": 0, "status": "error", "error": f"fork failed: {exc}", "seconds": 0.0})
         return
     if judge == 0:
-        _judge(ctx, test_obj, prompt_obj, req_w, resp_r, verdict_w, cpu_s, [verdict_r, ctx["result_fd"]] + extra)
+        _judge(ctx, test_obj, prompt_obj, req_w, resp_r, verdict_w, cpu_s,
+               [verdict_r, ctx["result_fd"], job["job_fd"]] + extra)
     for fd in (req_w, resp_r, verdict_w):
         os.close(fd)
     try:

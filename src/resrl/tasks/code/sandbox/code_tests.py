@@ -46,6 +46,26 @@ LCB_PRELUDE = ("".join(f"from {m} import *\n" for m in _LCB_STAR) + "".join(f"im
 PRELUDES = {"lcb": LCB_PRELUDE}
 
 
+# LiveCodeBench's evaluation process raises Python's limit on int <-> decimal text from 4,300 digits to
+# 50,000 (`sys.set_int_max_str_digits(50000)`); the harness does the same inside the sandbox, and the
+# parent reads JSON numbers up to that many digits without touching its own (process-wide) limit.
+INT_MAX_STR_DIGITS = 50000
+
+
+def _parse_int(text: str) -> int:
+    if len(text) <= 4000:
+        return int(text)
+    if len(text.lstrip("-")) > INT_MAX_STR_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits: over LiveCodeBench's limit of "
+                         f"{INT_MAX_STR_DIGITS}")
+    return int(Decimal(text))  # Decimal -> int does not go through the decimal-text limit
+
+
+def loads_json(text: str | bytes) -> Any:
+    """json.loads, with integers of up to INT_MAX_STR_DIGITS digits (LiveCodeBench's limit)."""
+    return json.loads(text, parse_int=_parse_int)
+
+
 def _text(value: Any, where: str) -> str:
     if isinstance(value, str):
         return value
@@ -76,7 +96,7 @@ def parse_tests(tests: Any, where: str = "tests") -> dict:
     key ("check" | "stdio" | "call"). DataError (a ValueError) names the key that is wrong."""
     if isinstance(tests, (str, bytes)):
         try:
-            tests = json.loads(tests)
+            tests = loads_json(tests)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
     if not isinstance(tests, dict):
@@ -103,8 +123,8 @@ def parse_tests(tests: Any, where: str = "tests") -> dict:
         for i, a in enumerate(inputs):
             if isinstance(a, str):  # TACO stores call arguments as JSON text, one argument per line
                 try:
-                    a = [json.loads(line) for line in a.splitlines() if line.strip()]
-                except json.JSONDecodeError:
+                    a = [loads_json(line) for line in a.splitlines() if line.strip()]
+                except (json.JSONDecodeError, ValueError):
                     raise DataError(f"{where}: 'inputs'[{i}] is a string that is not JSON arguments") from None
             if not isinstance(a, list):
                 raise DataError(f"{where}: 'inputs'[{i}] must be a list of arguments")
@@ -187,13 +207,26 @@ def _parse_fn(tests: dict, where: str) -> dict:
 
 
 def value_cap(tests: dict) -> int:
-    """The largest encoded return value a function-level item accepts: twice its largest expected
-    output (HumanEval+ has outputs of several MB), at least the sandbox's output limit."""
+    """The largest stdout / encoded return value an item accepts: twice its largest expected output
+    (HumanEval+ has outputs of several MB, contest answers can pass 1 MiB, which LiveCodeBench
+    accepts), at least the sandbox's output limit (`SandboxLimits.output_kb`, applied by the runner)."""
     if "_value_cap" not in tests:
-        outs = tests["outputs"]
-        biggest = max((len(y) if isinstance(y, str) else len(json.dumps(y)) for y in outs), default=0)
+        outs = tests.get("outputs") or []
+        biggest = max((len(y.encode("utf-8", "surrogatepass")) if isinstance(y, str) else _json_size(y)
+                       for y in outs), default=0)
         tests["_value_cap"] = 2 * biggest + 4096
     return tests["_value_cap"]
+
+
+def _json_size(value: Any) -> int:
+    """Length of the JSON text of `value`; for an int past the process's digit limit (which json.dumps
+    cannot write) a bound from its size in memory."""
+    try:
+        return len(json.dumps(value))
+    except ValueError:
+        import sys
+
+        return 3 * sys.getsizeof(value)
 
 
 def expected_values(tests: dict) -> list:
@@ -338,8 +371,8 @@ def call_output_matches(ret_json: str, want: Any, compare: str = "lenient") -> b
     """A function-call test: the program's return value (JSON text) against the expected value.
     compare "exact": Python `==` of the decoded values, as LiveCodeBench compares functional tests."""
     try:
-        got = json.loads(ret_json)
-    except (json.JSONDecodeError, RecursionError):
+        got = loads_json(ret_json)
+    except (ValueError, RecursionError):  # JSONDecodeError is a ValueError; so is an int over the limit
         return False
     if compare == "exact":
         return _exact_equal(got, want)
@@ -347,8 +380,8 @@ def call_output_matches(ret_json: str, want: Any, compare: str = "lenient") -> b
         return True
     if isinstance(want, str):  # LiveCodeBench-style data stores the expected value as JSON text
         try:
-            decoded = json.loads(want)
-        except (json.JSONDecodeError, RecursionError):
+            decoded = loads_json(want)
+        except (ValueError, RecursionError):
             return False
         return _values_equal(got, decoded)
     return isinstance(want, list) and len(want) == 1 and _values_equal(got, want[0])

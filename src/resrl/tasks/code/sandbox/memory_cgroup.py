@@ -6,7 +6,8 @@ controller delegated to a directory we can create (`memory.max`), else a writabl
 memory hierarchy (`memory.limit_in_bytes`), else None (RLIMIT_AS only; logged once). Under it,
 this process keeps one directory (`resrl-sandbox-<pid>`, removed at exit; those of dead
 processes are removed when the next one starts) and `item_cgroup()` makes one cgroup per item.
-The harness (`code_harness`) moves itself into the item's cgroup before anything runs and reads
+The harness (`code_harness`) moves itself into the item's cgroup before anything runs (through a
+`cgroup.procs` descriptor the parent opens: the cgroup file system is not mounted inside) and reads
 its OOM-kill counter (`memory.events` / `memory.oom_control`) around each test, so a record says
 which layer stopped a test: `memory_limit: "cgroup"` or `"rlimit_as"`.
 """
