@@ -1,4 +1,4 @@
-"""The trainer's generation path (issue 42, resrl.engines.generation): `generation.backend` and TRL's
+"""The trainer's generation path (issue 42, resrl.engines.trl.generation): `generation.backend` and TRL's
 own fields, one clear error for a path that cannot run, `auto`'s choice, and — through `resrl train`'s
 path — the training forward that starts above the frozen layers (generation.reuse_frozen) giving
 the log-probs sampling recorded (`generation/logp_diff_max`) and the update a full forward gives.
@@ -13,7 +13,7 @@ import pytest
 import torch
 from train_helpers import length_reward, overrides, toy_dataset
 
-from resrl.engines import generation as gen
+from resrl.engines.trl import generation as gen
 from resrl.models.tiny import TinyModelConfig, build_tiny_model
 from resrl.train import load_config, run_training
 from resrl.train.schema import ConfigError
@@ -137,7 +137,7 @@ def test_training_forward_above_the_frozen_layers_is_on_policy(model_dir, tmp_pa
 
 def _advantage_inputs(monkeypatch):
     """The AdvantageInputs each micro-batch hands the core (ResRL aligned: the captured states)."""
-    from resrl.engines import trl as trl_engine
+    from resrl.engines.trl import trainer as trl_engine
 
     seen, real = [], trl_engine.compute_token_advantages
     monkeypatch.setattr(trl_engine, "compute_token_advantages", lambda inp, alg: (seen.append(inp), real(inp, alg))[1])
@@ -199,7 +199,7 @@ def test_resrl_grpo_config_fields_reach_the_trainer(model_dir, tmp_path):
     """With a TRL script (ResRLGRPOConfig), the generation path is three flat fields."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from resrl.engines.trl import ResRLGRPOConfig, ResRLTrainer
+    from resrl.engines.trl.trainer import ResRLGRPOConfig, ResRLTrainer
 
     args = ResRLGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_train_batch_size=4,
                            num_generations=4, max_completion_length=4, generation_backend="hf",
@@ -219,7 +219,7 @@ TOPKP = ("trl.top_k=5", "trl.top_p=0.9")
 
 def _spy_policy_loss(monkeypatch):
     """[(the micro-batch's inputs, the PolicyLossInputs the loss got)] of every policy-loss call."""
-    from resrl.engines import trl as trl_engine
+    from resrl.engines.trl import trainer as trl_engine
 
     seen, real_get, real_compute = [], trl_engine.get_policy_loss, trl_engine.ResRLTrainer.compute_policy_loss
     batches = []
@@ -276,7 +276,7 @@ def test_a_mismatch_under_top_k_shows_and_the_threshold_stops_the_run(tmp_path, 
     from resrl.models.conformance import save_with_tokenizer
     from test_decoder_matrix import _unsliding_prefix_cache
 
-    from resrl.engines.generation import OnPolicyMismatch
+    from resrl.engines.trl.generation import OnPolicyMismatch
     from resrl.models import rollout
 
     model_dir = save_with_tokenizer("mistral-sliding", tmp_path / "mistral")

@@ -81,7 +81,7 @@ PROVED = {
 @dataclass
 class GenerationSettings:
     """The `generation:` section of a training config (and `ResRLTrainer(generation=...)`)."""
-    # auto | hf | compiled | paged | vllm (resrl.engines.generation)
+    # auto | hf | compiled | paged | vllm (resrl.engines.trl.generation)
     backend: Literal["auto", "hf", "compiled", "paged", "vllm"] = "auto"
     # hf / compiled: one prefill per prompt, copied to its G samples; null: auto's choice for the device
     shared_prefill: bool | None = None
@@ -350,7 +350,7 @@ class TrainerGeneration:
     # -- generation ------------------------------------------------------------------------------------
 
     def generate(self, trainer, prompt_ids, images, multimodal_fields, trl_call):
-        from resrl.engines import trl_compat
+        from resrl.engines.trl import compat as trl_compat
 
         sink = trl_compat.metrics(trainer, "train" if trainer.model.training else "eval")
         for option, why in self.resolved.fallbacks:
@@ -478,7 +478,7 @@ class TrainerGeneration:
 
 
 def trl_compat_metrics(trainer) -> dict:
-    from resrl.engines import trl_compat
+    from resrl.engines.trl import compat as trl_compat
 
     return trl_compat.metrics(trainer, "train" if trainer.model.training else "eval")
 

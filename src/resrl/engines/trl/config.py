@@ -9,13 +9,13 @@ command line (`--algorithm resrl --resrl_rank 32 --loss_agg token-mean`) or a YA
 (The name: `resrl.core.ResRLConfig` already holds the ResRL method's own hyper-parameters, the
 `resrl_*` fields below.)
 
-Fields, besides GRPOConfig's (engines/trl_fields.py says what becomes of each of those):
+Fields, besides GRPOConfig's (engines/trl/fields.py says what becomes of each of those):
 
     algorithm           a registered algorithm's name (resrl.core.registry.ALGORITHMS), default grpo
     resrl_mode          auto | aligned | extra-pass (how ResRL's hidden states are collected)
     dynamic_sampling    DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds   extra generation rounds per step to refill dropped groups
-    generation_backend  auto | hf | compiled | paged | vllm (resrl.engines.generation; paged / vllm also
+    generation_backend  auto | hf | compiled | paged | vllm (resrl.engines.trl.generation; paged / vllm also
                         need TRL's use_transformers_continuous_batching / use_vllm)
     shared_prefill      one prefill per prompt for its G samples (None: auto's choice)
     reuse_frozen        the training forward starts above frozen bottom layers (None: auto's choice)
@@ -58,7 +58,7 @@ from resrl.core.resrl_config import ResRLConfig
 from resrl.core.gae import PPOConfig
 from resrl.core.step_advantages import EMPGConfig, GiGPOConfig
 from resrl.core.value import CriticConfig
-from resrl.engines.trl_fields import trl_named_settings
+from resrl.engines.trl.fields import trl_named_settings
 
 __all__ = ["ResRLGRPOConfig", "FLAT_FIELDS", "CRITIC_FIELDS"]
 
