@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from resrl.eval.generation import GenerationJob, HFGenerator, PerSampleSampler
+from resrl.models.generators import GenerationJob, HFGenerator, PerSampleSampler
 
 
 def _draws(z, temperature, top_p, n, seed0=0):

@@ -73,6 +73,8 @@ MOVED_MODULES: dict[str, tuple[str, str]] = {
     "resrl.engines.rewards": ("resrl.engines.trl.rewards", UNRELEASED),
     "resrl.engines.rules": ("resrl.engines.trl.rules", UNRELEASED),
     "resrl.engines.step_round": ("resrl.engines.trl.step_round", UNRELEASED),
+    # sampling lives in resrl.models (issue 53)
+    "resrl.eval.generation": ("resrl.models.generators", UNRELEASED),
 }
 
 # (module that stays, name that left it) -> (where the name went, the version that moved it)
