@@ -8,7 +8,7 @@
     # CI size (tests/test_bench_generation.py): the tiny model
     python benchmarks/bench_generation.py --device cpu --shape tiny --repeats 1
 
-Paths (`--paths`, resrl.models.rollout and resrl.engines.trl.generation):
+Paths (`--paths`, resrl.models.rollout and resrl.models.generation_paths):
 
     hf               `model.generate` with TRL's GenerationConfig (dynamic cache, disable_compile=True):
                      the baseline every ratio is taken against

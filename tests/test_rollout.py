@@ -1,4 +1,4 @@
-"""Generation paths stay on-policy (issue 42, resrl.models.rollout, resrl.engines.trl.generation).
+"""Generation paths stay on-policy (issue 42, resrl.models.rollout, resrl.models.generation_paths).
 
 1. The log-probability each path records for a sampled token equals the training forward's
    log softmax(z / T) within float32 rounding — for hf, hf with a shared prefill, and the compiled

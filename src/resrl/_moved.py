@@ -60,7 +60,8 @@ MOVED_MODULES: dict[str, tuple[str, str]] = {
     "resrl.engines.trl_compat": ("resrl.engines.trl.compat", UNRELEASED),
     "resrl.engines.trl_config": ("resrl.engines.trl.config", UNRELEASED),
     "resrl.engines.trl_fields": ("resrl.engines.trl.fields", UNRELEASED),
-    "resrl.engines.generation": ("resrl.engines.trl.generation", UNRELEASED),
+    "resrl.engines.generation": ("resrl.models.generation_paths (GenerationSettings, resolve, PROVED, AUTO) and "
+                                 "resrl.engines.trl.generation (TrainerGeneration, OnPolicyCheck, trl_flags)", UNRELEASED),
     "resrl.engines.batches": ("resrl.engines.trl.batches", UNRELEASED),
     "resrl.engines.capture": ("resrl.engines.trl.capture", UNRELEASED),
     "resrl.engines.checkpoints": ("resrl.engines.trl.checkpoints", UNRELEASED),

@@ -38,7 +38,7 @@ their difference as `generation/logp_diff_max`).
     out.logprobs         # B lists of floats (same lengths) or None
 
 Transformers' continuous batching ("paged") and vLLM are TRL's own paths (`use_transformers_continuous_batching`,
-`use_vllm`); resrl.engines.trl.generation chooses among all of them.
+`use_vllm`); resrl.models.generation_paths chooses among all of them.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
     engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
                 (the hidden-state alignment is algorithm.resrl.hidden_alignment, spec §2)
     generation: which path samples the rollouts (auto | hf | compiled | paged | vllm), shared
-                prefill, the frozen layers' reuse (resrl.engines.trl.generation.GenerationSettings)
+                prefill, the frozen layers' reuse (resrl.models.generation_paths.GenerationSettings)
     log:        TensorBoard / JSONL / W&B
     checkpoint: periodic atomic checkpoints
     env:        multi-turn rollouts (resrl.envs): the model's turns alternate with an environment's
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from resrl.engines.trl.generation import GenerationSettings
+from resrl.models.generation_paths import GenerationSettings
 from resrl.tasks import registry as tasks
 from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from_dict, to_dict
 
@@ -411,7 +411,8 @@ class TrainConfig:
                                   f"got r={lora.r}, alpha={lora.alpha}, dropout={lora.dropout}")
         if self.trl:
             check_trl_section(self.trl)
-        from resrl.engines.trl.generation import check_settings, trl_flags
+        from resrl.engines.trl.generation import trl_flags
+        from resrl.models.generation_paths import check_settings
 
         try:  # the generation path's settings, and TRL's flags that name a path
             check_settings(self.generation)

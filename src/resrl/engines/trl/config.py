@@ -15,7 +15,7 @@ Fields, besides GRPOConfig's (engines/trl/fields.py says what becomes of each of
     resrl_mode          auto | aligned | extra-pass (how ResRL's hidden states are collected)
     dynamic_sampling    DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds   extra generation rounds per step to refill dropped groups
-    generation_backend  auto | hf | compiled | paged | vllm (resrl.engines.trl.generation; paged / vllm also
+    generation_backend  auto | hf | compiled | paged | vllm (resrl.models.generation_paths; paged / vllm also
                         need TRL's use_transformers_continuous_batching / use_vllm)
     shared_prefill      one prefill per prompt for its G samples (None: auto's choice)
     reuse_frozen        the training forward starts above frozen bottom layers (None: auto's choice)

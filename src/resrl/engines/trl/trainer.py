@@ -58,7 +58,7 @@ from resrl.core.loss import SURROGATES, LossConfig, PolicyLossInputs, get_policy
 from resrl.core.value import CriticConfig
 from resrl.core.registry import (AdvantageInputs, AlgorithmConfig, captured_states, compute_token_advantages,
                                  get_algorithm, resolve_policy_loss)
-from resrl.engines.trl.generation import GenerationSettings, TrainerGeneration
+from resrl.engines.trl.generation import TrainerGeneration
 from resrl.engines.steps import StepRolloutConfig
 from resrl.engines.trl import compat as trl_compat
 from resrl.engines.trl import fields as trl_fields
@@ -76,6 +76,7 @@ from resrl.engines.trl.phases import PhaseTimer
 from resrl.engines.trl.reference import build_reference_model, reference_logps
 from resrl.engines.trl.step_round import StepRound
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
+from resrl.models.generation_paths import GenerationSettings
 from resrl.models.generation import model_defaults_dropped, model_defaults_hidden
 
 __all__ = ["ResRLTrainer", "ResRLGRPOConfig", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
@@ -110,7 +111,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                         (ppo); None: `args.critic_*` of a ResRLGRPOConfig, else CriticConfig's defaults
     phase_times:        log time/<phase>_s and memory/<phase>_peak_gib per optimiser step
                         (resrl.engines.trl.phases; off: no cost)
-    generation:         which generation path samples the rollouts (resrl.engines.trl.generation.GenerationSettings;
+    generation:         which generation path samples the rollouts (resrl.models.generation_paths.GenerationSettings;
                         None: `args.generation_backend` etc. of a ResRLGRPOConfig, else auto)
     Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G, or a
     `resrl.engines.trl.config.ResRLGRPOConfig` carrying the settings above as flat fields). What
