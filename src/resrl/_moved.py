@@ -75,7 +75,7 @@ MOVED_MODULES: dict[str, tuple[str, str]] = {
     "resrl.engines.rules": ("resrl.engines.trl.rules", UNRELEASED),
     "resrl.engines.step_round": ("resrl.engines.trl.step_round", UNRELEASED),
     # sampling lives in resrl.models (issue 53)
-    "resrl.eval.generation": ("resrl.models.generators", UNRELEASED),
+    "resrl.eval.generation": ("resrl.models.generators (PerSampleSampler: resrl.models.generation)", UNRELEASED),
 }
 
 # (module that stays, name that left it) -> (where the name went, the version that moved it)
@@ -88,6 +88,8 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     **{("resrl.engines.trl", name): (f"resrl.engines.trl.trainer.{name}", UNRELEASED)
        for name in ("UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "MODEL_CARD_SECTION", "LOG_Z_ATTR", "LOG_Z_FILE",
                     "without_log_z_params", "GRPOTrainer")},
+    # the eos cut is written once, beside the one generate call (it now also says whether a row ended)
+    ("resrl.models.rollout", "cut_after_eos"): ("resrl.models.generation.cut_after_eos", UNRELEASED),
 }
 
 
