@@ -395,27 +395,7 @@ def _trunk_states(model, trunk, cache, out, prompt_mask, index, length: int, n_n
     return states[:, :need]
 
 
-def generate_paged(model, prompt_ids: Sequence[Sequence[int]], generation_config, *, eos_token_ids: Sequence[int],
-                   max_memory_percent: float = 0.5) -> Rollouts:
-    """transformers' continuous batching (`model.generate_batch`) as TRL calls it
-    (`use_transformers_continuous_batching`; its default max_memory_percent 0.5); no log-probs."""
-    from transformers.generation import ContinuousBatchingConfig
-
-    from resrl.models.generation import cut_after_eos, model_defaults_hidden
-
-    t0 = time.perf_counter()
-    with model_defaults_hidden(model):
-        outputs = model.generate_batch([list(p) for p in prompt_ids], generation_config=generation_config,
-                                       continuous_batching_config=ContinuousBatchingConfig(
-                                           max_memory_percent=max_memory_percent), progress_bar=False)
-    rows = [list(o.generated_tokens) for o in outputs.values()]
-    if len(rows) != len(prompt_ids):
-        raise RuntimeError(f"generate_paged: {len(rows)} outputs for {len(prompt_ids)} prompts")
-    lengths, _ = cut_after_eos(rows, eos_token_ids)
-    return Rollouts([r[:n] for r, n in zip(rows, lengths)], None, len(prompt_ids), time.perf_counter() - t0)
-
-
-__all__ = ["generate_paged", "PATHS", "RolloutSettings", "Rollouts", "SampledLogprobs", "sampling_warpers", "distinct_prompts", "left_pad",
+__all__ = ["PATHS", "RolloutSettings", "Rollouts", "SampledLogprobs", "sampling_warpers", "distinct_prompts", "left_pad",
            "bucketed", "path_generation_config", "generate_rollouts", "static_cache"]
 
 
