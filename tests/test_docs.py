@@ -91,7 +91,7 @@ def test_key_pages_exist_with_their_content(site):
     assert 'id="resrl.core.residual.resrl_token_advantages"' in core
     assert 'id="resrl.core.resrl_config.ResRLConfig"' in core
     for path, ident in [("api/metrics", "resrl.metrics"), ("api/tasks", "resrl.tasks.math.reward"),
-                        ("api/eval", "resrl.eval.runner.evaluate"), ("api/training", "resrl.engines.trl.ResRLTrainer"),
+                        ("api/eval", "resrl.eval.runner.evaluate"), ("api/training", "resrl.engines.trl.trainer.ResRLTrainer"),
                         ("api/training", "resrl.train.config.TrainConfig")]:
         assert f'id="{ident}"' in _page(site, path), (path, ident)
     # the measured results moved from the README, numbers and commands included
