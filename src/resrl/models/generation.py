@@ -210,5 +210,5 @@ def completion_mask(completion, eos_token_ids: Iterable[int]):
     return mask.to(completion.device), torch.tensor(ended, dtype=torch.bool).to(completion.device)
 
 
-__all__ = ["sampling_config", "generate_with", "PerSampleSampler", "per_row_sampling", "cut_after_eos", "completion_mask",
-           "model_defaults_hidden", "model_defaults_dropped", "TOKEN_ID_FIELDS"]
+__all__ = ["sampling_config", "generate_with", "PerSampleSampler", "per_row_sampling", "cut_after_eos",
+           "completion_mask", "model_defaults_hidden", "model_defaults_dropped", "TOKEN_ID_FIELDS"]

@@ -61,13 +61,14 @@ def eos_token_ids(model, tokenizer) -> list[int]:
 
 
 class HFGenerator:
-    """`jobs -> samples` with `model.generate`, all jobs of a call in one left-padded batch.
+    """`jobs -> samples` with `model.generate` (resrl.models.generation.generate_with), all jobs of
+    a call in one left-padded batch.
 
     Randomness belongs to each job: its sample is drawn with a random stream seeded from
-    (seed, benchmark, problem id, sample index) (`generate_with(row_seeds=...)`,
-    resrl.models.generation.PerSampleSampler), so a resumed or differently batched run draws the
-    same samples as an uninterrupted one, and different seeds compare like with like. add_special_tokens: whether the tokenizer adds BOS etc. to the prompt text
-    (False for chat-template text, which already holds every special token).
+    (seed, benchmark, problem id, sample index) (`generate_with(row_seeds=...)`: PerSampleSampler),
+    so a resumed or differently batched run draws the same samples as an uninterrupted one, and
+    different seeds compare like with like. add_special_tokens: whether the tokenizer adds BOS etc.
+    to the prompt text (False for chat-template text, which already holds every special token).
     """
 
     def __init__(self, model, tokenizer, temperature: float = 0.6, top_p: float = 0.95,
