@@ -31,7 +31,7 @@ Fields, besides GRPOConfig's (engines/trl/fields.py says what becomes of each of
 
 Every resrl field defaults to None, "the algorithm's default": the algorithm's loss / reward
 defaults apply as in `resrl train` (one function, resrl.core.registry.resolve_settings). TRL's own
-names set the loss where TRL has one (engines/trl_fields.MAPPINGS): beta (KL coefficient), epsilon /
+names set the loss where TRL has one (resrl.engines.trl.fields.MAPPINGS): beta (KL coefficient), epsilon /
 epsilon_high (clip range), delta, loss_type (the policy loss and its aggregation), scale_rewards,
 importance_sampling_level, top_entropy_quantile, off_policy_mask_threshold, entropy_coef, sapo_* /
 vespo_*.
@@ -65,7 +65,7 @@ __all__ = ["ResRLGRPOConfig", "FLAT_FIELDS", "CRITIC_FIELDS"]
 # nested AlgorithmConfig sections -> field prefix
 _NESTED = {"resrl": ResRLConfig, "nthr": NTHRConfig, "flowrl": FlowRLConfig, "gigpo": GiGPOConfig, "empg": EMPGConfig,
            "ppo": PPOConfig}
-# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (engines/trl_fields.MAPPINGS);
+# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (resrl.engines.trl.fields.MAPPINGS);
 # the algorithm's name is this config's `algorithm` field
 _VIA_TRL = trl_named_settings()
 _ALGORITHM_VIA_TRL = {"name", *_VIA_TRL["algorithm"]}
@@ -74,7 +74,7 @@ _LOSS_VIA_TRL = _VIA_TRL["loss"]
 
 def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
     """flat field -> ("algorithm" | "loss" | "critic", path in the nested dict, type, help): every resrl
-    setting that GRPOConfig has no name for (engines/trl_fields.MAPPINGS gives the others)."""
+    setting that GRPOConfig has no name for (resrl.engines.trl.fields.MAPPINGS gives the others)."""
     out = {}
     hints = typing.get_type_hints(AlgorithmConfig)
     for f in dataclasses.fields(AlgorithmConfig):

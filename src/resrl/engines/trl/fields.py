@@ -13,7 +13,7 @@ setting. Everything that translates between the two names derives from it:
                          (`resolve_trainer_settings`), the flat fields of ResRLGRPOConfig that TRL
                          already names (`trl_named_settings`, engines/trl/config.py) and the
                          "mapped" category of the field table below
-    the compat record    what TRL's `_compute_loss` reads (engines/trl_compat.COMPUTE_LOSS_READS)
+    the compat record    what TRL's `_compute_loss` reads (resrl.engines.trl.compat.COMPUTE_LOSS_READS)
 
 Per-algorithm facts (which advantage reads `scale_rewards`) are on the algorithm's registry entry
 (`resrl.core.registry.AlgorithmSpec.reads_scale_rewards / fixed_scale`).
