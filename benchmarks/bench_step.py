@@ -73,8 +73,8 @@ def build_trainer(model_dir, out_dir, args, kind, algorithm, mode, micro, *, dat
     from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
-    from resrl.engines.rewards import RewardAdapter
-    from resrl.engines.trl import ResRLTrainer
+    from resrl.engines.trl.rewards import RewardAdapter
+    from resrl.engines.trl.trainer import ResRLTrainer
     from resrl.train import load_config
     from resrl.train.runner import grpo_args, load_model
 

@@ -118,7 +118,7 @@ def from_model(model_dir: str, data: str, limit: int, G: int, max_new_tokens: in
 
     from resrl.diagnose.model_pass import forward_group, sample_group, stable_seed
     from resrl.diagnose.tasks import load_task
-    from resrl.eval.generation import eos_token_ids
+    from resrl.models.generators import eos_token_ids
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     if tok.pad_token_id is None:

@@ -10,7 +10,8 @@ commit before it and at the commit after it, on the same machine, then compare.
 installed or PYTHONPATH resrl: point PYTHONPATH at another checkout's src/ to run that one).
 `compare` checks, per task: summary.json with the timings (and the fields that name where or how
 fast it ran) removed, its config apart (a key a new version adds is listed, not a difference); every evaluation record (eval/**/samples.jsonl, timing fields removed) and
-every training log (*/metrics.jsonl, timing fields removed). It prints one line per task and file
+every training log (*/metrics.jsonl, timing fields removed); a checkout's own path in a record (a code
+sandbox's traceback) is replaced by `<checkout>`. It prints one line per task and file
 kind, and exits 1 on any difference.
 """
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -75,8 +77,14 @@ def run(out: Path, tasks) -> int:
     return 1 if failed else 0
 
 
+# a code sandbox's traceback names the file of the checkout that ran it (.../src/resrl/tasks/code/...):
+# where the checkout lies, not what it computed
+_CHECKOUT = re.compile(r"[^\s\"']*/src/resrl/")
+
+
 def _jsonl(path: Path) -> list:
-    return [_strip(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
+    return [_strip(json.loads(_CHECKOUT.sub("<checkout>/src/resrl/", line)))
+            for line in path.read_text().splitlines() if line.strip()]
 
 
 def compare(before: Path, after: Path, md: Path | None, tasks=TASKS) -> int:

@@ -80,7 +80,7 @@ def demo(model_dir: str, rounds: int, prompts: int, n: int, seed: int) -> dict:
 
     from resrl.diagnose.model_pass import sample_group, stable_seed
     from resrl.diagnose.tasks import load_task
-    from resrl.eval.generation import eos_token_ids
+    from resrl.models.generators import eos_token_ids
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     if tok.pad_token_id is None:

@@ -309,7 +309,7 @@ def part_env(args, work, prof) -> dict:
     import resrl  # the project imports without torch at import time; the engine needs TRL
 
     res["resrl_path"] = str(Path(resrl.__file__).parent)
-    import resrl.engines.trl  # noqa: F401 - TRL and the engine import (fails here if a wheel is missing)
+    import resrl.engines.trl.trainer  # noqa: F401 - TRL and the engine import (fails here if a wheel is missing)
     return res
 
 
@@ -453,7 +453,7 @@ def part_train(args, work, prof) -> dict:
     res["loss_finite"] = bool(steps) and all(math.isfinite(float(s.get("loss", float("nan")))) for s in steps)
     res["phases"] = phase_summary(steps)
     # a run whose reward failed trains nothing and would still finish: every score 0, loss 0
-    from resrl.engines.rewards import FAULT_KINDS  # logged per step as reward/<kind>
+    from resrl.engines.trl.rewards import FAULT_KINDS  # logged per step as reward/<kind>
 
     res["reward_faults"] = {k: sum(int(st.get(f"reward/{k}", 0)) for st in steps) for k in FAULT_KINDS}
     res["rewards_mixed"] = any(float(st.get("reward_std", 0.0)) > 0 for st in steps)

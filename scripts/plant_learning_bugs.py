@@ -37,35 +37,35 @@ PLANTS = {
         "    return token_adv.float(), dict(stats)",
         "the advantage's sign flipped for the first quarter of the rows (every layout)"),
     "mask-shift-right": (
-        "resrl/engines/trl.py",
+        "resrl/engines/trl/trainer.py",
         '        return mask * batch["tool_mask"] if batch.get("tool_mask") is not None else mask',
         '        mask = mask * batch["tool_mask"] if batch.get("tool_mask") is not None else mask\n'
         '        shifted = torch.zeros_like(mask); shifted[:, 1:] = mask[:, :-1]  # PLANT\n'
         '        return shifted',
         "the response (loss) mask shifted right by one token: the first token out, one pad in"),
     "mask-shift-left": (
-        "resrl/engines/trl.py",
+        "resrl/engines/trl/trainer.py",
         '        return mask * batch["tool_mask"] if batch.get("tool_mask") is not None else mask',
         '        mask = mask * batch["tool_mask"] if batch.get("tool_mask") is not None else mask\n'
         '        shifted = torch.zeros_like(mask); shifted[:, :-1] = mask[:, 1:]  # PLANT\n'
         '        return shifted',
         "the response (loss) mask shifted left by one token: each segment's last token out"),
     "step-adv-other-trajectory": (
-        "resrl/engines/step_round.py", '        out["advantages"] = adv * mask',
+        "resrl/engines/trl/step_round.py", '        out["advantages"] = adv * mask',
         '        out["advantages"] = adv.roll(2, 0) * mask  # PLANT',
         "step rows paired with another trajectory's advantage (rolled by one 2-step trajectory)"),
     "step-adv-roll1": (
-        "resrl/engines/step_round.py", '        out["advantages"] = adv * mask',
+        "resrl/engines/trl/step_round.py", '        out["advantages"] = adv * mask',
         '        out["advantages"] = adv.roll(1, 0) * mask  # PLANT',
         "step rows paired with the previous row's advantage (for 2-step episodes mostly its own "
         "trajectory's other step)"),
     "reward-zero-trl": (
-        "resrl/engines/trl.py",
+        "resrl/engines/trl/trainer.py",
         '        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)',
         '        out["rewards"] = torch.zeros_like(rewards[start:start + B].float())  # PLANT',
         "the reward not reaching the rows: single-/multi-turn rows' rewards zero"),
     "reward-shuffled-trl": (
-        "resrl/engines/trl.py",
+        "resrl/engines/trl/trainer.py",
         '        out["rewards"] = rewards[start:start + B].float()  # NaN: unscorable (every reward function said None)',
         '        out["rewards"] = rewards[start:start + B].float().roll(1, 0)'
         '  # PLANT',
@@ -84,11 +84,11 @@ PLANTS = {
         "    token_loss = token_loss.clone(); token_loss[: token_loss.shape[0] // 2] *= -1  # PLANT",
         "every policy loss's per-token term with the wrong sign on the first half of the rows"),
     "old-logps-wrong-rows": (
-        "resrl/engines/trl.py", '        old = inputs.get("old_per_token_logps")',
+        "resrl/engines/trl/trainer.py", '        old = inputs.get("old_per_token_logps")',
         '        old = inputs.get("old_per_token_logps")\n'
         '        old = old.roll(1, 0) if old is not None else None  # PLANT',
         "old log-probs from the wrong rows (rolled by one row in the loss)"),
-    # PPO (resrl.core.gae, resrl.engines.critic)
+    # PPO (resrl.core.gae, resrl.engines.trl.critic)
     "gae-reward-late": (
         "resrl/core/gae.py", "    out[has.nonzero(as_tuple=True)[0], last[has]] = rewards.to(torch.float64)[has]",
         "    out[has.nonzero(as_tuple=True)[0], (last[has] + 1).clamp(max=T - 1)] = rewards.to(torch.float64)[has]"
@@ -103,7 +103,7 @@ PLANTS = {
         "        next_adv = torch.where(valid, a_t, torch.zeros_like(a_t))  # PLANT",
         "PPO: the GAE chain reset at every masked position (multi-turn: no credit across a tool answer)"),
     "critic-token-alignment": (
-        "resrl/engines/critic.py", '        return self.head(align_response_hidden(states, C, "predicting"))',
+        "resrl/engines/trl/critic.py", '        return self.head(align_response_hidden(states, C, "predicting"))',
         '        return self.head(align_response_hidden(states, C, "token"))  # PLANT',
         "PPO: the separate critic's value of token t read after token t (a baseline that sees the action)"),
 }

@@ -16,7 +16,7 @@ torch.set_num_threads(1)
 from dist_train_script import finish  # noqa: E402
 from train_helpers import length_reward, overrides, toy_dataset  # noqa: E402
 
-from resrl.engines.trl import LOG_Z_ATTR  # noqa: E402
+from resrl.engines.trl.trainer import LOG_Z_ATTR  # noqa: E402
 from resrl.train import load_config, run_training  # noqa: E402
 
 

@@ -18,8 +18,8 @@ from dist_train_script import finish  # noqa: E402
 from train_helpers import length_reward, overrides, toy_dataset  # noqa: E402
 
 from resrl.core.registry import AdvantageInputs, compute_ppo_targets  # noqa: E402
-from resrl.engines import critic as critic_module  # noqa: E402
-from resrl.engines import trl as trl_engine  # noqa: E402
+from resrl.engines.trl import critic as critic_module  # noqa: E402
+from resrl.engines.trl import trainer as trl_engine  # noqa: E402
 from resrl.train import load_config, run_training  # noqa: E402
 
 

@@ -31,8 +31,8 @@ from train_helpers import length_reward, overrides  # noqa: E402
 
 from resrl.core.loss import policy_loss  # noqa: E402
 from resrl.core.registry import AdvantageInputs, compute_token_advantages  # noqa: E402
-from resrl.engines import trl as trl_engine  # noqa: E402
-from resrl.engines.batches import concat_batches  # noqa: E402
+from resrl.engines.trl import trainer as trl_engine  # noqa: E402
+from resrl.engines.trl.batches import concat_batches  # noqa: E402
 from resrl.engines.hidden import align_response_hidden, reference_penultimate  # noqa: E402
 from resrl.train import load_config, run_training  # noqa: E402
 

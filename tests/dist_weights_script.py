@@ -14,7 +14,7 @@ from accelerate import Accelerator
 
 from resrl.core import AlgorithmConfig, ResRLConfig
 from resrl.core.registry import AdvantageInputs, compute_token_advantages
-from resrl.engines.batches import local_token_advantages
+from resrl.engines.trl.batches import local_token_advantages
 
 
 def full_batch(B=12, T=10, d=16, G=4):

@@ -219,7 +219,7 @@ def test_two_step_training_through_resrl_train(algorithm, model_dir, tmp_path, m
         seen.append((inputs, adv))
         return adv, stats
 
-    monkeypatch.setattr("resrl.engines.step_round.compute_token_advantages", spy)  # the step round calls the core
+    monkeypatch.setattr("resrl.engines.trl.step_round.compute_token_advantages", spy)  # the step round calls the core
     from resrl.engines import steps as steps_module
 
     real_rollout, rolled = steps_module.rollout_steps, []

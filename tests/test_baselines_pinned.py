@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from resrl.core.registry import ALGORITHMS, get_algorithm, resolve_policy_loss
-from resrl.engines import trl_fields
+from resrl.engines.trl import fields as trl_fields
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "algorithms" / "baselines.md"
 

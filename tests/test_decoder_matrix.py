@@ -18,7 +18,7 @@ stated tolerance, or refused.
    chi-square test.
 2. The training forward above the frozen layers (`test_shortcut_gradient_is_exact`), with the
    `auto` settings (on CPU: hf + shared prefill + the shortcut), through the trainer's own wiring
-   (resrl.engines.generation.TrainerGeneration: generate -> attach -> training forward -> on-policy
+   (resrl.engines.trl.generation.TrainerGeneration: generate -> attach -> training forward -> on-policy
    check): the gradient of a loss over the completion tokens with the shortcut
    against a full forward from the embeddings, with activation checkpointing off / reentrant /
    non-reentrant, LoRA (peft) under reentrant checkpointing, a layer unfrozen after the generation
@@ -26,7 +26,7 @@ stated tolerance, or refused.
    then stand down). Relative difference GRAD_TOL = 1e-4 (measured max 1.6e-6, Gemma 2); the on-policy check
    under top-k/top-p (the training forward's log-probs through the same warpers) below 1e-4 (measured max
    3.8e-6).
-3. `auto` chooses only what this file proves per attention layout (resrl.engines.generation.PROVED).
+3. `auto` chooses only what this file proves per attention layout (resrl.models.generation_paths.PROVED).
 
 The defects of issue 51, each planted back and watched failing this matrix (transformers 5.23,
 torch 2.13 CPU, seed 0; /tmp scripts ran every family under each plant):
@@ -277,7 +277,8 @@ def shortcut_step(family: str, option: str, sampling: str = "top-k/top-p"):
     """One trainer step's gradient through TrainerGeneration with the frozen-layer shortcut, and the
     full forward's from the embeddings (no checkpointing) on the same batch with the same trainable
     parameters. Returns (relative difference, generation/logp_diff_max, the TrainerGeneration, facts)."""
-    from resrl.engines.generation import GenerationSettings, TrainerGeneration
+    from resrl.engines.trl.generation import TrainerGeneration
+    from resrl.models.generation_paths import GenerationSettings
     from resrl.models.checkpointing import set_checkpointing
     from resrl.models.freeze import decoder_layers, train_last_layers
 
@@ -396,7 +397,7 @@ def test_planted_states_without_grad_under_reentrant_checkpointing_fail(monkeypa
 
 
 def test_planted_stale_frozen_depth_fails(monkeypatch):
-    from resrl.engines.generation import TrainerGeneration
+    from resrl.engines.trl.generation import TrainerGeneration
 
     real = TrainerGeneration.frozen_depth
 
@@ -416,7 +417,7 @@ def test_auto_chooses_only_what_the_matrix_proves():
     """One table, keyed by attention layout: every layout of the matrix's families is in it with every
     fast path this file runs; a layout the matrix has not run proves nothing, so auto leaves every fast
     path out (TRL's call) naming why, and asking for one is refused."""
-    from resrl.engines import generation as gen
+    from resrl.models import generation_paths as gen
 
     layouts = {attention_layout(config_of(f)) for f in FAMILIES}
     assert layouts == set(gen.PROVED) == {"full", "sliding"}

@@ -91,7 +91,7 @@ def test_key_pages_exist_with_their_content(site):
     assert 'id="resrl.core.residual.resrl_token_advantages"' in core
     assert 'id="resrl.core.resrl_config.ResRLConfig"' in core
     for path, ident in [("api/metrics", "resrl.metrics"), ("api/tasks", "resrl.tasks.math.reward"),
-                        ("api/eval", "resrl.eval.runner.evaluate"), ("api/training", "resrl.engines.trl.ResRLTrainer"),
+                        ("api/eval", "resrl.eval.runner.evaluate"), ("api/training", "resrl.engines.trl.trainer.ResRLTrainer"),
                         ("api/training", "resrl.train.config.TrainConfig")]:
         assert f'id="{ident}"' in _page(site, path), (path, ident)
     # the measured results moved from the README, numbers and commands included
@@ -286,7 +286,7 @@ def test_field_descriptions_read_comments_above_trailing_and_docstring_tables(tm
 # A repo-relative path: src/…, configs/…, scripts/…, benchmarks/…, examples/…, tests/…, docs/…
 # (not a part of a longer path or URL: `verl-agent/examples/…` is another project's file).
 _REPO_PATH = re.compile(r"(?<![\w./~$:-])((?:src|configs|scripts|benchmarks|examples|tests|docs)/[\w./{},*<>-]*)")
-# A source file named inside src/resrl, in backticks: `core/loss.py`, `engines/rules.py`.
+# A source file named inside src/resrl, in backticks: `core/loss.py`, `engines/trl/rules.py`.
 _PACKAGE_FILE = re.compile(r"`((?:core|engines|train|eval|demo|diagnose|rewards|data|envs|models|tasks|experiments)/[\w/{},-]*\.py)`")
 # The worked example of a new family in development.md names files that do not exist yet.
 _HYPOTHETICAL = ("/sudoku", "test_sudoku.py", "sorting_task.py", "test_demo_sorting.py")  # development.md's examples

@@ -10,7 +10,7 @@ import torch
 from train_helpers import build_small_model, length_reward, overrides, toy_dataset
 
 from resrl.core import LogZHead
-from resrl.engines import trl as trl_engine
+from resrl.engines.trl import trainer as trl_engine
 from resrl.engines.hidden import LastLayerStates, reference_last_layer
 from resrl.train import ConfigError, load_config, run_training
 

@@ -13,7 +13,7 @@ from train_helpers import build_small_model, length_reward, overrides, toy_datas
 
 from resrl.core import sketch_from_logits
 from resrl.core.registry import AdvantageInputs, compute_token_advantages
-from resrl.engines import trl as trl_engine
+from resrl.engines.trl import trainer as trl_engine
 from resrl.engines.hidden import align_response_hidden, reference_last_layer
 from resrl.train import load_config, run_training
 

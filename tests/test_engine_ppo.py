@@ -1,4 +1,4 @@
-"""PPO with a critic in the TRL engine (resrl.engines.critic): what reaches the loss is the core's GAE on
+"""PPO with a critic in the TRL engine (resrl.engines.trl.critic): what reaches the loss is the core's GAE on
 the critic's own values, the critic trains (separate or shared trunk) and is checkpointed, its warm-up
 holds the policy back, the multi-turn and step layouts hand the critic the right positions, and the
 configuration surfaces (`critic:` section, ResRLTrainer(critic=...), ResRLGRPOConfig.critic_*) agree."""
@@ -14,7 +14,7 @@ import torch
 from train_helpers import build_small_model, length_reward, overrides, toy_dataset
 
 from resrl.core.registry import AdvantageInputs, compute_ppo_targets
-from resrl.engines import critic as critic_module
+from resrl.engines.trl import critic as critic_module
 from resrl.engines.hidden import align_response_hidden, reference_last_layer
 from resrl.train import ConfigError, load_config, run_training
 
@@ -221,7 +221,7 @@ def test_critic_config_keys_and_errors(model_dir, tmp_path, caplog):
 
 def test_resrl_trainer_critic_argument_and_flat_fields(model_dir, tmp_path):
     from resrl.core.value import CriticConfig
-    from resrl.engines.trl import ResRLGRPOConfig, ResRLTrainer
+    from resrl.engines.trl.trainer import ResRLGRPOConfig, ResRLTrainer
 
     def args(**kw):
         return ResRLGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", num_generations=2,

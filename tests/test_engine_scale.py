@@ -12,7 +12,7 @@ import torch
 from train_helpers import build_small_model, length_reward, overrides, toy_dataset
 
 from resrl.core.loss import LossConfig, kl_estimate, policy_loss
-from resrl.engines import trl as trl_engine
+from resrl.engines.trl import trainer as trl_engine
 from resrl.engines.hidden import PenultimateHidden, align_response_hidden, reference_penultimate
 from resrl.train import ConfigError, load_config, run_training
 

@@ -10,7 +10,7 @@ import torch
 from train_helpers import build_small_model, length_reward, overrides, toy_dataset
 
 from resrl.core.registry import ALGORITHMS, AdvantageInputs, compute_token_advantages
-from resrl.engines import trl as trl_engine
+from resrl.engines.trl import trainer as trl_engine
 from resrl.engines.hidden import PenultimateHidden, align_response_hidden, reference_penultimate
 from resrl.train import load_config, run_training
 

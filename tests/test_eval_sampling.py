@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from resrl.eval.generation import GenerationJob, HFGenerator, PerSampleSampler
+from resrl.models.generation import PerSampleSampler
+from resrl.models.generators import GenerationJob, HFGenerator
 
 
 def _draws(z, temperature, top_p, n, seed0=0):

@@ -146,7 +146,7 @@ def test_the_compiled_backend_with_frozen_layers_trains_on_cpu(family_dirs, tmp_
     from resrl.models import rollout
 
     monkeypatch.setattr(rollout, "RolloutSettings", functools.partial(rollout.RolloutSettings, compile_backend="eager"))
-    with caplog.at_level(logging.WARNING, logger="resrl.engines.generation"):
+    with caplog.at_level(logging.WARNING, logger="resrl.engines.trl.generation"):
         metrics, grads = train(family_dirs["qwen3-sliding"], tmp_path / "compiled", "generation.backend=compiled",
                                "generation.prompt_bucket=16", steps=2)
     _, full = train(family_dirs["qwen3-sliding"], tmp_path / "full", "generation.backend=compiled",

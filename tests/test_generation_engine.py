@@ -1,5 +1,5 @@
-"""The trainer's generation path (issue 42, resrl.engines.generation): `generation.backend` and TRL's
-own fields, one clear error for a path that cannot run, `auto`'s choice, and — through `resrl train`'s
+"""The trainer's generation path (issue 42, resrl.models.generation_paths, resrl.engines.trl.generation):
+`generation.backend` and TRL's own fields, one clear error for a path that cannot run, `auto`'s choice, and — through `resrl train`'s
 path — the training forward that starts above the frozen layers (generation.reuse_frozen) giving
 the log-probs sampling recorded (`generation/logp_diff_max`) and the update a full forward gives.
 Issue 51: the on-policy check under top-k / top-p (like with like, the loss untruncated) and its
@@ -13,7 +13,8 @@ import pytest
 import torch
 from train_helpers import length_reward, overrides, toy_dataset
 
-from resrl.engines import generation as gen
+from resrl.engines.trl import generation as gen
+from resrl.models import generation_paths as paths
 from resrl.models.tiny import TinyModelConfig, build_tiny_model
 from resrl.train import load_config, run_training
 from resrl.train.schema import ConfigError
@@ -64,31 +65,31 @@ def test_a_path_that_cannot_run_names_what_is_missing(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
-    with pytest.raises(gen.GenerationUnavailable, match="needs the vllm package, which is not installed"):
-        gen.resolve(gen.GenerationSettings("vllm"), "cuda", use_vllm=True)
-    monkeypatch.setattr(gen.shutil, "which", lambda name: None)
-    with pytest.raises(gen.GenerationUnavailable, match="needs a C\\+\\+ compiler"):
-        gen.resolve(gen.GenerationSettings("compiled"), "cpu")
+    with pytest.raises(paths.GenerationUnavailable, match="needs the vllm package, which is not installed"):
+        paths.resolve(paths.GenerationSettings("vllm"), "cuda", use_vllm=True)
+    monkeypatch.setattr(paths.shutil, "which", lambda name: None)
+    with pytest.raises(paths.GenerationUnavailable, match="needs a C\\+\\+ compiler"):
+        paths.resolve(paths.GenerationSettings("compiled"), "cpu")
     # no silent fallback: the backend named is the backend used, or the error
-    assert gen.resolve(gen.GenerationSettings("compiled"), "cuda").backend == "compiled"
+    assert paths.resolve(paths.GenerationSettings("compiled"), "cuda").backend == "compiled"
     with pytest.raises(ValueError, match="needs GRPOConfig.use_vllm=True"):
-        gen.resolve(gen.GenerationSettings("vllm"), "cuda", use_vllm=False)
+        paths.resolve(paths.GenerationSettings("vllm"), "cuda", use_vllm=False)
 
 
 def test_auto_follows_the_committed_table_and_trls_flags():
-    for device, choice in gen.AUTO.items():
-        r = gen.resolve(gen.GenerationSettings(), device, frozen_layers=True)
+    for device, choice in paths.AUTO.items():
+        r = paths.resolve(paths.GenerationSettings(), device, frozen_layers=True)
         assert (r.backend, r.shared_prefill, r.reuse_frozen) == (choice.backend, choice.shared_prefill,
                                                                  choice.reuse_frozen)
         assert choice.evidence in r.reason
-    assert gen.resolve(gen.GenerationSettings(), "cpu", paged=True).backend == "paged"
+    assert paths.resolve(paths.GenerationSettings(), "cpu", paged=True).backend == "paged"
     # multi-turn (tools, environments, rollout_func): TRL's own loop; asking for more is refused
-    r = gen.resolve(gen.GenerationSettings(), "cpu", multi_turn=True)
+    r = paths.resolve(paths.GenerationSettings(), "cpu", multi_turn=True)
     assert (r.backend, r.own_path, r.shared_prefill, r.reuse_frozen) == ("hf", False, False, False)
     with pytest.raises(ValueError, match="single-turn"):
-        gen.resolve(gen.GenerationSettings("hf", shared_prefill=True), "cpu", multi_turn=True)
+        paths.resolve(paths.GenerationSettings("hf", shared_prefill=True), "cpu", multi_turn=True)
     # nothing to reuse without frozen layers; TRL's own call when nothing differs from it
-    r = gen.resolve(gen.GenerationSettings("hf", shared_prefill=False, reuse_frozen=True), "cpu")
+    r = paths.resolve(paths.GenerationSettings("hf", shared_prefill=False, reuse_frozen=True), "cpu")
     assert r.reuse_frozen is False and r.own_path is False
 
 
@@ -137,7 +138,7 @@ def test_training_forward_above_the_frozen_layers_is_on_policy(model_dir, tmp_pa
 
 def _advantage_inputs(monkeypatch):
     """The AdvantageInputs each micro-batch hands the core (ResRL aligned: the captured states)."""
-    from resrl.engines import trl as trl_engine
+    from resrl.engines.trl import trainer as trl_engine
 
     seen, real = [], trl_engine.compute_token_advantages
     monkeypatch.setattr(trl_engine, "compute_token_advantages", lambda inp, alg: (seen.append(inp), real(inp, alg))[1])
@@ -199,7 +200,7 @@ def test_resrl_grpo_config_fields_reach_the_trainer(model_dir, tmp_path):
     """With a TRL script (ResRLGRPOConfig), the generation path is three flat fields."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from resrl.engines.trl import ResRLGRPOConfig, ResRLTrainer
+    from resrl.engines.trl.trainer import ResRLGRPOConfig, ResRLTrainer
 
     args = ResRLGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_train_batch_size=4,
                            num_generations=4, max_completion_length=4, generation_backend="hf",
@@ -219,7 +220,7 @@ TOPKP = ("trl.top_k=5", "trl.top_p=0.9")
 
 def _spy_policy_loss(monkeypatch):
     """[(the micro-batch's inputs, the PolicyLossInputs the loss got)] of every policy-loss call."""
-    from resrl.engines import trl as trl_engine
+    from resrl.engines.trl import trainer as trl_engine
 
     seen, real_get, real_compute = [], trl_engine.get_policy_loss, trl_engine.ResRLTrainer.compute_policy_loss
     batches = []
@@ -276,7 +277,7 @@ def test_a_mismatch_under_top_k_shows_and_the_threshold_stops_the_run(tmp_path, 
     from resrl.models.conformance import save_with_tokenizer
     from test_decoder_matrix import _unsliding_prefix_cache
 
-    from resrl.engines.generation import OnPolicyMismatch
+    from resrl.engines.trl.generation import OnPolicyMismatch
     from resrl.models import rollout
 
     model_dir = save_with_tokenizer("mistral-sliding", tmp_path / "mistral")

@@ -3,7 +3,7 @@ runs every part on a tiny model and writes the report a GPU run would write; the
 keys and the sanity of its numbers, so that the script cannot rot between GPUs. No test needs a GPU.
 
 Also: a part that raises or overruns its budget is reported as such and the report is still
-written, and `resrl.engines.phases.PhaseTimer` (log.phase_times) times phases exclusively and is a
+written, and `resrl.engines.trl.phases.PhaseTimer` (log.phase_times) times phases exclusively and is a
 shared null context when off.
 """
 
@@ -233,10 +233,10 @@ def test_broken_or_slow_part_is_reported_and_the_report_kept(tmp_path):
     assert "part `env`: timeout" in (out2 / "gpu_check.md").read_text()
 
 
-# ---- log.phase_times: resrl.engines.phases.PhaseTimer ---------------------------------------------
+# ---- log.phase_times: resrl.engines.trl.phases.PhaseTimer ---------------------------------------------
 
 def test_phase_timer_off_is_a_shared_null_context():
-    from resrl.engines.phases import PhaseTimer
+    from resrl.engines.trl.phases import PhaseTimer
 
     timer = PhaseTimer(False, "cpu")
     assert timer.phase("generation") is timer.phase("weights")
@@ -249,7 +249,7 @@ def test_phase_timer_off_is_a_shared_null_context():
 def test_phase_timer_times_are_exclusive_and_add_up():
     from collections import defaultdict
 
-    from resrl.engines.phases import PhaseTimer
+    from resrl.engines.trl.phases import PhaseTimer
 
     timer = PhaseTimer(True, "cpu")
     sink = defaultdict(list)

@@ -255,7 +255,7 @@ def test_short_multi_turn_training_run(tmp_path, monkeypatch, algorithm):
     from datasets import Dataset
     from train_helpers import build_small_model, overrides
 
-    from resrl.engines import trl as trl_engine
+    from resrl.engines.trl import trainer as trl_engine
     from resrl.train import load_config
     from resrl.train.runner import grpo_args
     from transformers import AutoModelForCausalLM, AutoTokenizer

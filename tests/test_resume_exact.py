@@ -16,8 +16,9 @@ from safetensors.torch import load_file
 from train_helpers import build_small_model, length_reward, overrides, toy_dataset
 from transformers import TrainerCallback
 
-from resrl.engines import dynamic_sampling, multiturn
-from resrl.engines.trl import ResRLTrainer
+from resrl.engines import multiturn
+from resrl.engines.trl import dynamic_sampling
+from resrl.engines.trl.trainer import ResRLTrainer
 from resrl.train import load_config, run_training
 
 

@@ -12,7 +12,7 @@ import textwrap
 import pytest
 from train_helpers import build_small_model, overrides, toy_dataset
 
-from resrl.engines.rewards import FAULT_KINDS, IsolatedReward, RewardAdapter, RewardFaultError
+from resrl.engines.trl.rewards import FAULT_KINDS, IsolatedReward, RewardAdapter, RewardFaultError
 from resrl.train import load_config, run_training
 
 
@@ -38,7 +38,7 @@ def _call(adapter, answers, prompts=None, **columns):
 def test_each_fault_kind_scores_zero_and_is_counted_once_logged(caplog):
     adapter = RewardAdapter(faulty, name="faulty")
     answers = ["4", "5", "6", "7", "8", "3"]
-    with caplog.at_level(logging.WARNING, logger="resrl.engines.rewards"):
+    with caplog.at_level(logging.WARNING, logger="resrl.engines.trl.rewards"):
         scores, m = _call(adapter, answers, id=["r4", "r5", "r6", "r7", "r8", "r3"])
         _call(adapter, answers, id=["r4", "r5", "r6", "r7", "r8", "r3"])
     assert scores == [0.0, 0.0, 0.0, 1.0, 0.0, 1.0]  # only the faulty items lost their score
@@ -137,7 +137,7 @@ def test_a_hanging_item_costs_one_score_and_no_thread_per_step():
 def test_isolated_items_report_the_same_kinds(caplog):
     iso = IsolatedReward(faulty, timeout_s=5.0, num_workers=1)
     try:
-        with caplog.at_level(logging.WARNING, logger="resrl.engines.rewards"):
+        with caplog.at_level(logging.WARNING, logger="resrl.engines.trl.rewards"):
             scores, m = _call(RewardAdapter(iso, name="faulty"), ["4", "5", "6", "7"])
     finally:
         iso.close()
@@ -147,7 +147,7 @@ def test_isolated_items_report_the_same_kinds(caplog):
 
 
 def test_environment_rewards_are_checked_too():
-    from resrl.engines.rewards import EnvironmentReward
+    from resrl.engines.trl.rewards import EnvironmentReward
 
     m = {}
     out = EnvironmentReward()(["p"] * 3, ["c"] * 3, env_reward=[1.0, float("nan"), None], log_metric=m.__setitem__)
@@ -180,7 +180,7 @@ def _module(tmp_path):
 def test_a_faulty_user_reward_does_not_stop_training(model_dir, tmp_path, caplog, isolate):
     cfg = load_config(None, overrides(model_dir, tmp_path / "run", f"reward.function={_module(tmp_path)}",
                                       f"reward.isolate={'true' if isolate else 'false'}"))
-    with caplog.at_level(logging.WARNING, logger="resrl.engines.rewards"):
+    with caplog.at_level(logging.WARNING, logger="resrl.engines.trl.rewards"):
         result = run_training(cfg, train_dataset=toy_dataset(), save_final=False)
     assert len(result.metrics) == 2  # both steps ran
     total = {k: sum(s[f"reward/{k}"] for s in result.metrics) for k in FAULT_KINDS}

@@ -376,7 +376,7 @@ def test_bfcl_single_turn_evaluation_and_table(tmp_path):
     """The evaluator with tool_call_exact on BFCL entries gives BFCL's accuracy; the table groups it."""
     from resrl.tasks.data import load_benchmarks
     from resrl.tasks.tools.evaluate import bfcl_rows, bfcl_table, split_bfcl_specs
-    from resrl.eval.generation import Sample
+    from resrl.models.generators import Sample
     from resrl.eval.runner import EvalConfig, evaluate
 
     assert split_bfcl_specs(["bfcl:simple", "aime24", "bfcl:base"]) == (["bfcl:simple", "aime24"], ["multi_turn_base"])

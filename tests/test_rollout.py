@@ -1,4 +1,4 @@
-"""Generation paths stay on-policy (issue 42, resrl.models.rollout, resrl.engines.generation).
+"""Generation paths stay on-policy (issue 42, resrl.models.rollout, resrl.models.generation_paths).
 
 1. The log-probability each path records for a sampled token equals the training forward's
    log softmax(z / T) within float32 rounding — for hf, hf with a shared prefill, and the compiled
@@ -21,7 +21,7 @@ import pytest
 import torch
 from train_helpers import SMALL
 
-from resrl.models.rollout import RolloutSettings, generate_paged, generate_rollouts, left_pad
+from resrl.models.rollout import RolloutSettings, generate_rollouts, left_pad
 from resrl.models.tiny import build_tiny_model
 
 PATHS = [RolloutSettings("hf"), RolloutSettings("hf", shared_prefill=True),
@@ -176,10 +176,25 @@ SAMPLING = {"temperature": dict(temperature=0.5), "top_k": dict(temperature=1.0,
 STEP = 3  # the 4th token: drawn in a decode step (the compiled step, the shared prefill's continuation)
 
 
+def _trls_paged_call(model, rows, cfg):
+    """Transformers' continuous batching as TRL 1.16 calls it (use_transformers_continuous_batching:
+    `generate_batch` with its GenerationConfig, grpo_trainer.py), under the hiding of the model's
+    generation defaults the trainer puts around TRL's generation (resrl.engines.trl.trainer): TRL's
+    code runs this path, resrl only selects it."""
+    from transformers.generation import ContinuousBatchingConfig
+
+    from resrl.models.generation import model_defaults_hidden
+
+    with torch.no_grad(), model_defaults_hidden(model):
+        outputs = model.generate_batch([list(r) for r in rows], generation_config=cfg, progress_bar=False,
+                                       continuous_batching_config=ContinuousBatchingConfig(max_memory_percent=0.5))
+    return [list(o.generated_tokens) for o in outputs.values()]
+
+
 def _draw(model, tok, settings, cfg, rows):
     torch.manual_seed(1)
     if settings == "paged":
-        return generate_paged(model, rows, cfg, eos_token_ids=[]).completion_ids
+        return _trls_paged_call(model, rows, cfg)
     return generate_rollouts(model, rows, cfg, settings, pad_token_id=tok.pad_token_id, eos_token_ids=[]).completion_ids
 
 

@@ -1,4 +1,4 @@
-"""Every combination rule (resrl.engines.rules) once from config validation and once from the
+"""Every combination rule (resrl.engines.trl.rules) once from config validation and once from the
 trainer's entry, with the message each names; config and trainer describe one run the same way;
 and with a rule disabled its case goes through (the tests depend on the rule, not on a copy)."""
 
@@ -10,7 +10,7 @@ import re
 import pytest
 from train_helpers import build_small_model, overrides, toy_dataset
 
-from resrl.engines import rules
+from resrl.engines.trl import rules
 from resrl.train import ConfigError, load_config
 
 STEP = ["env.name=resrl.envs.toy:make_toy_env", "env.layout=step", "reward.function=env"]
@@ -53,7 +53,7 @@ def make_trainer(model_dir, *extra, step: bool = False, rollout_func=None, resrl
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from resrl.engines.steps import StepRolloutConfig
-    from resrl.engines.trl import ResRLTrainer
+    from resrl.engines.trl.trainer import ResRLTrainer
     from resrl.envs.toy import make_toy_env
     from resrl.train.runner import grpo_args
 

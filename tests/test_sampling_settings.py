@@ -90,7 +90,7 @@ def draw_with_step_policy(model, tokenizer, n: int, **settings) -> torch.Tensor:
 
 def draw_with_evaluator(model, tokenizer, n: int) -> dict[str, int]:
     """Counts of the sampled completion texts (a special token decodes to "")."""
-    from resrl.eval.generation import GenerationJob, HFGenerator
+    from resrl.models.generators import GenerationJob, HFGenerator
 
     generator = HFGenerator(model, tokenizer, temperature=T, top_p=1.0, max_new_tokens=1, seed=0)
     prompt = tokenizer.decode(context_ids(tokenizer))

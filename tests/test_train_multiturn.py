@@ -9,7 +9,7 @@ import pytest
 from train_helpers import build_small_model, overrides, toy_dataset
 
 from resrl.engines import multiturn
-from resrl.engines import trl as trl_engine
+from resrl.engines.trl import trainer as trl_engine
 from resrl.train import ConfigError, load_config, run_training
 
 

@@ -1,4 +1,4 @@
-"""One test per private TRL touch-point of the TRL engine (resrl.engines.trl_compat): each fails
+"""One test per private TRL touch-point of the TRL engine (resrl.engines.trl.compat): each fails
 when TRL changes what the engine relies on — a method that is gone or has another signature, a
 batch key, the order of calls within a training step, a private attribute, a new option read by
 the loss the engine replaces. The checks are functions; the `planted` tests run them on a planted
@@ -20,8 +20,8 @@ import pytest
 import torch
 from train_helpers import build_small_model
 
-from resrl.engines import trl_compat as compat
-from resrl.engines.trl_compat import GRPOHooks, GRPOTrainer
+from resrl.engines.trl import compat
+from resrl.engines.trl.compat import GRPOHooks, GRPOTrainer
 
 ENGINES = Path(__file__).resolve().parents[1] / "src" / "resrl" / "engines"
 
@@ -314,7 +314,7 @@ def test_refused_and_mapped_fields_default_to_trl_defaults():
 
     from trl import GRPOConfig
 
-    from resrl.engines import trl_fields
+    from resrl.engines.trl import fields as trl_fields
 
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
     for name, f in trl_fields.GRPO_CONFIG_FIELDS.items():
@@ -327,7 +327,7 @@ def test_refused_and_mapped_fields_default_to_trl_defaults():
 
 
 def test_reference_model_built_from_the_same_trl_pieces():
-    """engines/reference.py builds the reference model as TRL 1.16's __init__ does."""
+    """engines/trl/reference.py builds the reference model as TRL 1.16's __init__ does."""
     source = inspect.getsource(GRPOTrainer.__init__)
     for name in ("create_model_from_path", "get_config_model_id", "disable_dropout_in_model", "add_fused_lm_head",
                  "prepare_deepspeed", "prepare_fsdp", "model_init_kwargs", "_attn_implementation"):
@@ -335,7 +335,7 @@ def test_reference_model_built_from_the_same_trl_pieces():
 
 
 def test_checkpoint_folder_name():
-    """engines/checkpoints.py publishes `<staging>/checkpoint-<global_step>`, the folder TRL writes."""
+    """engines/trl/checkpoints.py publishes `<staging>/checkpoint-<global_step>`, the folder TRL writes."""
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
     assert PREFIX_CHECKPOINT_DIR == "checkpoint"
@@ -438,7 +438,7 @@ def test_vllm_weight_stream_is_a_no_argument_method_that_sync_weights_iterates()
 
 
 def test_filter_vllm_weights_wraps_the_stream():
-    from resrl.engines.flowrl_head import LOG_Z_ATTR, without_log_z_params
+    from resrl.engines.trl.flowrl_head import LOG_Z_ATTR, without_log_z_params
 
     class Generation:
         def _iter_named_params(self):

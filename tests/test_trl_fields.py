@@ -1,5 +1,5 @@
 """Coming from TRL: every GRPOConfig field is honoured, mapped, refused or irrelevant
-(engines/trl_fields.py), ResRLGRPOConfig carries resrl's settings as flat fields, and the same
+(engines/trl/fields.py), ResRLGRPOConfig carries resrl's settings as flat fields, and the same
 settings give the same loss under TRL's GRPOTrainer and ResRLTrainer(algorithm="grpo")."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 import pytest
 from train_helpers import build_small_model, toy_dataset
 
-from resrl.engines import trl_fields
+from resrl.engines.trl import fields as trl_fields
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,7 @@ def test_algorithm_defaults_equal_resrl_train():
 def test_config_flat_fields_and_trl_parser(tmp_path):
     from trl import TrlParser
 
-    from resrl.engines.trl_config import FLAT_FIELDS, ResRLGRPOConfig
+    from resrl.engines.trl.config import FLAT_FIELDS, ResRLGRPOConfig
 
     yaml = tmp_path / "c.yaml"
     yaml.write_text("algorithm: resrl\nresrl_rank: 8\nloss_agg: token-mean\n")
@@ -373,7 +373,7 @@ def test_the_docs_flat_field_table_names_every_group():
     from pathlib import Path
 
     from resrl.core.value import CriticConfig
-    from resrl.engines.trl_config import CRITIC_FIELDS, FLAT_FIELDS
+    from resrl.engines.trl.config import CRITIC_FIELDS, FLAT_FIELDS
 
     text = (Path(__file__).resolve().parents[1] / "docs" / "coming-from-trl.md").read_text()
     table = text[text.index("## resrl's settings as flat fields"):text.index("## What becomes of each")]

@@ -14,7 +14,7 @@ from train_helpers import build_small_model
 
 from resrl.tasks.data import load_problems
 from resrl.data.prompts import problems_to_dataset, render_prompt
-from resrl.engines.rewards import IsolatedReward, RewardAdapter, reward_style
+from resrl.engines.trl.rewards import IsolatedReward, RewardAdapter, reward_style
 from resrl.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from resrl import _moved  # noqa: E402
 _moved.install()
 
 # The TRL engine's public names, imported on first use: `import resrl` stays free of torch / trl.
-_LAZY = {"ResRLTrainer": "resrl.engines.trl", "ResRLGRPOConfig": "resrl.engines.trl_config"}
+_LAZY = {"ResRLTrainer": "resrl.engines.trl.trainer", "ResRLGRPOConfig": "resrl.engines.trl.config"}
 __all__ = ["__version__", *_LAZY]
 
 

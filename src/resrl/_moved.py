@@ -56,6 +56,26 @@ MOVED_MODULES: dict[str, tuple[str, str]] = {
     "resrl.demo.report": ("resrl.experiments.present.report", UNRELEASED),
     "resrl.demo.plots": ("resrl.experiments.present.plots", UNRELEASED),
     "resrl.demo.weights": ("resrl.experiments.present.omega", UNRELEASED),
+    # the TRL engine as a package beside engines/verl/ (issue 53): what only it uses moved with it
+    "resrl.engines.trl_compat": ("resrl.engines.trl.compat", UNRELEASED),
+    "resrl.engines.trl_config": ("resrl.engines.trl.config", UNRELEASED),
+    "resrl.engines.trl_fields": ("resrl.engines.trl.fields", UNRELEASED),
+    "resrl.engines.generation": ("resrl.models.generation_paths (GenerationSettings, resolve, PROVED, AUTO) and "
+                                 "resrl.engines.trl.generation (TrainerGeneration, OnPolicyCheck, trl_flags)", UNRELEASED),
+    "resrl.engines.batches": ("resrl.engines.trl.batches", UNRELEASED),
+    "resrl.engines.capture": ("resrl.engines.trl.capture", UNRELEASED),
+    "resrl.engines.checkpoints": ("resrl.engines.trl.checkpoints", UNRELEASED),
+    "resrl.engines.critic": ("resrl.engines.trl.critic", UNRELEASED),
+    "resrl.engines.dynamic_sampling": ("resrl.engines.trl.dynamic_sampling", UNRELEASED),
+    "resrl.engines.flowrl_head": ("resrl.engines.trl.flowrl_head", UNRELEASED),
+    "resrl.engines.metrics": ("resrl.engines.trl.metrics", UNRELEASED),
+    "resrl.engines.phases": ("resrl.engines.trl.phases", UNRELEASED),
+    "resrl.engines.reference": ("resrl.engines.trl.reference", UNRELEASED),
+    "resrl.engines.rewards": ("resrl.engines.trl.rewards", UNRELEASED),
+    "resrl.engines.rules": ("resrl.engines.trl.rules", UNRELEASED),
+    "resrl.engines.step_round": ("resrl.engines.trl.step_round", UNRELEASED),
+    # sampling lives in resrl.models (issue 53)
+    "resrl.eval.generation": ("resrl.models.generators (PerSampleSampler: resrl.models.generation)", UNRELEASED),
 }
 
 # (module that stays, name that left it) -> (where the name went, the version that moved it)
@@ -63,6 +83,13 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("resrl.data.loaders", "load_problems"): ("resrl.tasks.data.load_problems", "0.2.0"),
     ("resrl.data.loaders", "load_benchmarks"): ("resrl.tasks.data.load_benchmarks", "0.2.0"),
     ("resrl.data.loaders", "row_to_problem"): ("resrl.tasks.data.row_to_problem", "0.2.0"),
+    # resrl.engines.trl was the trainer's module and is the TRL engine's package now: it still gives
+    # ResRLTrainer and ResRLGRPOConfig; the module's other names are the trainer module's
+    **{("resrl.engines.trl", name): (f"resrl.engines.trl.trainer.{name}", UNRELEASED)
+       for name in ("UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "MODEL_CARD_SECTION", "LOG_Z_ATTR", "LOG_Z_FILE",
+                    "without_log_z_params", "GRPOTrainer")},
+    # the eos cut is written once, beside the one generate call (it now also says whether a row ended)
+    ("resrl.models.rollout", "cut_after_eos"): ("resrl.models.generation.cut_after_eos", UNRELEASED),
 }
 
 

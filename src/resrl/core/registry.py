@@ -319,7 +319,7 @@ def empg(inputs: AdvantageInputs, cfg: AlgorithmConfig):
     return _broadcast(adv, inputs.response_mask), stats
 
 
-# ---- PPO with a critic (resrl.core.gae; the critic: resrl.core.value, resrl.engines.critic) -------
+# ---- PPO with a critic (resrl.core.gae; the critic: resrl.core.value, resrl.engines.trl.critic) -------
 
 def _ppo_targets(inputs: AdvantageInputs, cfg: AlgorithmConfig) -> "_gae.PPOTargets":
     if inputs.values is None:
@@ -455,7 +455,7 @@ def compute_ppo_targets(inputs: AdvantageInputs, config: AlgorithmConfig) -> "_g
 def resolve_settings(algorithm: dict, loss: dict, max_response_length: int | None = None) -> tuple[dict, dict]:
     """An algorithm's defaults under the settings a user gave, as nested dicts (the YAML's
     `algorithm:` and `loss:` sections, or the flat fields of a TRL config): the ONE place where
-    `resrl train` (train/config.py) and the TRL engine's Python path (engines/trl_fields.py) apply
+    `resrl train` (train/config.py) and the TRL engine's Python path (engines/trl/fields.py) apply
     them, so the same algorithm name gives the same loss from both. Precedence, lowest first:
 
         dataclass defaults < the algorithm's reward_defaults / loss_defaults

@@ -10,7 +10,7 @@ R̂: GAE's returns (resrl.core.gae). ε_v = `value_clip` (None: no clipping, ℓ
 The fraction of valid positions where the clipped term is the larger is `critic/value_clip_frac`.
 
 The critic's model — a value head on a trunk, its optimiser and warm-up — lives in the TRL engine
-(resrl.engines.critic); this module holds no engine.
+(resrl.engines.trl.critic); this module holds no engine.
 """
 
 from __future__ import annotations

@@ -58,30 +58,23 @@ def stable_seed(*parts) -> int:
 
 def sample_group(model, tokenizer, prompt: str, group_size: int, temperature: float, top_p: float,
                  max_new_tokens: int, seed: int, eos_ids: list[int], add_special_tokens: bool = False) -> SampledGroup:
-    """G samples of one prompt with `model.generate` (the rows share the prompt: no padding in it).
-    Seeded from `seed` alone, so a group is the same whatever else is sampled."""
-    from transformers import GenerationConfig
-
-    from resrl.models.generation import model_defaults_hidden
+    """G samples of one prompt (the rows share the prompt: no padding in it), temperature and top-p
+    (no top-k; temperature 0: greedy). Seeded from `seed` alone, so a group is the same whatever
+    else is sampled."""
+    from resrl.models.generation import completion_mask, generate_with, sampling_config
 
     enc = tokenizer([prompt], return_tensors="pt", add_special_tokens=add_special_tokens)
     device = next(model.parameters()).device
     ids = enc["input_ids"].to(device).repeat(group_size, 1)
     attn = torch.ones_like(ids)
-    greedy = temperature == 0
-    gen_cfg = GenerationConfig(do_sample=not greedy, temperature=None if greedy else temperature,
-                               top_p=None if greedy else top_p, top_k=None if greedy else 0,
-                               max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id,
-                               eos_token_id=eos_ids)
+    gen_cfg = sampling_config(temperature=temperature, top_p=top_p, top_k=0, max_new_tokens=max_new_tokens,
+                              eos_token_id=eos_ids, pad_token_id=tokenizer.pad_token_id)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        with torch.no_grad(), model_defaults_hidden(model):  # these settings only, not the model's defaults
-            out = model.generate(input_ids=ids, attention_mask=attn, generation_config=gen_cfg)
+        out = generate_with(model, gen_cfg, input_ids=ids, attention_mask=attn)
     completion = out[:, ids.shape[1]:]
-    is_eos = torch.isin(completion, torch.tensor(eos_ids, device=completion.device))
-    after_eos = (torch.cumsum(is_eos.long(), dim=1) - is_eos.long()) > 0
-    cmask = ~after_eos
-    truncated = ~is_eos.any(dim=1)
+    cmask, ended = completion_mask(completion, eos_ids)
+    truncated = ~ended
     attention_mask = torch.cat([attn, cmask.long()], dim=1)
     return SampledGroup(out, attention_mask, completion.shape[1], cmask, truncated)
 

@@ -95,7 +95,7 @@ def run_diagnose(cfg: DiagnoseConfig) -> dict:
     from resrl.diagnose.model_pass import forward_group, output_head, sample_group, stable_seed
     from resrl.diagnose.tasks import load_task
     from resrl.engines.hidden import align_response_hidden
-    from resrl.eval.generation import eos_token_ids
+    from resrl.models.generators import eos_token_ids
 
     cfg.validate()
     resrl_cfg = ResRLConfig(**cfg.resrl)

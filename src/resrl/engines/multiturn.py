@@ -238,7 +238,7 @@ class HFStepPolicy:
 
     @torch.no_grad()
     def __call__(self, contexts, max_new_tokens):
-        from resrl.models.generation import generate_with, sampling_config
+        from resrl.models.generation import cut_after_eos, generate_with, sampling_config
 
         if self.generator_seed is not None:
             torch.manual_seed(self.generator_seed)
@@ -255,12 +255,9 @@ class HFStepPolicy:
                                  eos_token_id=self.eos_token_ids, pad_token_id=self.pad_token_id,
                                  extra=self.generation_kwargs)
         out = generate_with(self.model, config, input_ids=ids.to(device), attention_mask=attn.to(device))
-        results = []
-        for b, budget in enumerate(max_new_tokens):
-            new = out[b, L:].tolist()[:budget]
-            cut = next((k + 1 for k, tok in enumerate(new) if tok in self.eos_token_ids), len(new))
-            results.append((new[:cut], None))
-        return results
+        rows = [out[b, L:].tolist()[:budget] for b, budget in enumerate(max_new_tokens)]
+        lengths, _ = cut_after_eos(rows, self.eos_token_ids)
+        return [(row[:n], None) for row, n in zip(rows, lengths)]
 
 
 def trl_sampling_settings(args) -> dict:

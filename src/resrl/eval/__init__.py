@@ -1,4 +1,5 @@
-"""Evaluation: sampling (HF generate / optional vLLM), scoring, Avg@k / Pass@k / maj@k, reports, plots.
+"""Evaluation: scoring, Avg@k / Pass@k / maj@k, reports, plots; the samples come from resrl.models.generators
+(HF generate / optional vLLM), whose names are also importable from here.
 
     from resrl.eval import EvalConfig, evaluate
     from resrl.tasks.data import load_benchmarks
@@ -8,9 +9,9 @@ Nothing heavy is imported here (torch / transformers load inside the functions),
 `resrl --help` stays fast.
 """
 
-from resrl.eval.generation import GenerationJob, HFGenerator, Sample, generate_samples
 from resrl.eval.runner import EvalConfig, evaluate
 from resrl.eval.scoring import Scorer, Verdict
+from resrl.models.generators import GenerationJob, HFGenerator, Sample, generate_samples
 
 __all__ = ["EvalConfig", "evaluate", "generate_samples", "Sample", "GenerationJob", "HFGenerator",
            "Scorer", "Verdict"]

@@ -29,10 +29,10 @@ from typing import Callable, Sequence
 
 from resrl.data.loaders import Problem
 from resrl.data.prompts import DEFAULT_INSTRUCTION, render_prompt
-from resrl.eval.generation import GenerationJob, Generator, HFGenerator, VLLMGenerator, vllm_available
 from resrl.eval.report import benchmark_metrics, markdown_table, overall_metrics
 from resrl.eval.scoring import Scorer
 from resrl.metrics import ks_up_to
+from resrl.models.generators import GenerationJob, Generator, HFGenerator, VLLMGenerator, vllm_available
 
 logger = logging.getLogger(__name__)
 

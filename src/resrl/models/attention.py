@@ -1,5 +1,5 @@
 """Which attention layout a decoder has: the key of the table of generation paths and training
-shortcuts proved exact per architecture (resrl.engines.generation.PROVED, proved by the conformance
+shortcuts proved exact per architecture (resrl.models.generation_paths.PROVED, proved by the conformance
 matrix tests/test_decoder_matrix.py on tiny random configs of transformers' own classes).
 
 What decides whether a path is exact is not the model's name but how its layers attend:

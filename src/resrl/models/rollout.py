@@ -3,8 +3,9 @@
 A rollout batch is B rows of prompt token ids (TRL repeats each prompt G times, one group of G
 rows per prompt) and one `GenerationConfig` (TRL's: temperature, top-p, top-k, min-p, repetition
 penalty, max / min new tokens, eos). Every path here samples through Hugging Face `generate` with
-that config — the same logits processors, `softmax`, `torch.multinomial` — and differs only in how
-the model's work is laid out:
+that config — the same logits processors, `softmax`, `torch.multinomial`, through the package's one
+`generate` call (resrl.models.generation.generate_with) — and differs only in how the model's work
+is laid out:
 
     "hf"        `model.generate` on the left-padded batch, a dynamic KV cache, no compilation:
                 what TRL's GRPOTrainer does (its GenerationConfig carries disable_compile=True)
@@ -35,10 +36,11 @@ their difference as `generation/logp_diff_max`).
     out = generate_rollouts(model, prompt_ids, generation_config, RolloutSettings("compiled", shared_prefill=True),
                             pad_token_id=tok.pad_token_id, eos_token_ids=[tok.eos_token_id])
     out.completion_ids   # B lists of ids, cut after the first eos (eos kept), as TRL cuts them
+                         # (resrl.models.generation.cut_after_eos)
     out.logprobs         # B lists of floats (same lengths) or None
 
 Transformers' continuous batching ("paged") and vLLM are TRL's own paths (`use_transformers_continuous_batching`,
-`use_vllm`); resrl.engines.generation chooses among all of them.
+`use_vllm`), run by TRL's code; resrl.models.generation_paths chooses among all of them.
 """
 
 from __future__ import annotations
@@ -126,20 +128,6 @@ def left_pad(rows: Sequence[Sequence[int]], pad_token_id: int, length: int | Non
 def bucketed(length: int, bucket: int) -> int:
     """`length` rounded up to a multiple of `bucket`."""
     return -(-length // bucket) * bucket
-
-
-def cut_after_eos(rows, eos_token_ids: Sequence[int]) -> list[int]:
-    """Each row's length once cut after its first eos (kept), as TRL cuts HF's output."""
-    eos = set(int(e) for e in eos_token_ids)
-    lengths = []
-    for row in rows:
-        n = len(row)
-        for i, t in enumerate(row):
-            if t in eos:
-                n = i + 1
-                break
-        lengths.append(n)
-    return lengths
 
 
 class SampledLogprobs:
@@ -303,7 +291,7 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
     from transformers import DynamicCache, LogitsProcessorList
 
     from resrl.models.frozen_trunk import TrunkRecorder
-    from resrl.models.generation import model_defaults_hidden
+    from resrl.models.generation import cut_after_eos, generate_with
 
     t0 = time.perf_counter()
     device = next(model.parameters()).device
@@ -330,8 +318,7 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
     # its length: the compiled decode step is specialised to it, so it only grows (settings.cache_length)
     cache_len = max(length + max_new, settings.cache_length) if static else 0
     trunk = TrunkRecorder(model, trunk_depth) if trunk_depth else contextlib.nullcontext()
-    # the model's own generation_config must not fill what cfg leaves unset (top_k 50, ...)
-    with torch.no_grad(), model_defaults_hidden(model), trunk:
+    with torch.no_grad(), trunk:
         if settings.shared_prefill and length > 1:
             prompts, index = distinct_prompts(prompt_ids)
             if len(prompts) < B:  # something to share
@@ -347,15 +334,15 @@ def generate_rollouts(model, prompt_ids: Sequence[Sequence[int]], generation_con
             kwargs["past_key_values"] = static_cache(model.config, cache_len) if static \
                 else DynamicCache(config=model.config)
             cfg.cache_implementation = None
-        out = model.generate(input_ids=ids.to(device), attention_mask=mask.to(device), generation_config=cfg,
-                             **kwargs)
+        # the model's own generation_config does not fill what cfg leaves unset (top_k 50, ...)
+        out = generate_with(model, cfg, input_ids=ids.to(device), attention_mask=mask.to(device), **kwargs)
         n_new = out.shape[1] - length
         trunk_states = None
         if trunk_depth:
             trunk_states = _trunk_states(model, trunk, kwargs["past_key_values"], out, mask, index, length, n_new,
                                          trunk_depth)
     new = out[:, length:].cpu()  # (B, <= max_new)
-    lengths = cut_after_eos(new.tolist(), eos_token_ids)
+    lengths, _ = cut_after_eos(new.tolist(), eos_token_ids)
     completion_ids = [row[:n] for row, n in zip(new.tolist(), lengths)]
     logprobs = None
     if recorder is not None:
@@ -408,26 +395,11 @@ def _trunk_states(model, trunk, cache, out, prompt_mask, index, length: int, n_n
     return states[:, :need]
 
 
-def generate_paged(model, prompt_ids: Sequence[Sequence[int]], generation_config, *, eos_token_ids: Sequence[int],
-                   max_memory_percent: float = 0.5) -> Rollouts:
-    """transformers' continuous batching (`model.generate_batch`) as TRL calls it
-    (`use_transformers_continuous_batching`; its default max_memory_percent 0.5); no log-probs."""
-    from transformers.generation import ContinuousBatchingConfig
-
-    from resrl.models.generation import model_defaults_hidden
-
-    t0 = time.perf_counter()
-    with model_defaults_hidden(model):
-        outputs = model.generate_batch([list(p) for p in prompt_ids], generation_config=generation_config,
-                                       continuous_batching_config=ContinuousBatchingConfig(
-                                           max_memory_percent=max_memory_percent), progress_bar=False)
-    rows = [list(o.generated_tokens) for o in outputs.values()]
-    if len(rows) != len(prompt_ids):
-        raise RuntimeError(f"generate_paged: {len(rows)} outputs for {len(prompt_ids)} prompts")
-    lengths = cut_after_eos(rows, eos_token_ids)
-    return Rollouts([r[:n] for r, n in zip(rows, lengths)], None, len(prompt_ids), time.perf_counter() - t0)
+__all__ = ["PATHS", "RolloutSettings", "Rollouts", "SampledLogprobs", "sampling_warpers", "distinct_prompts", "left_pad",
+           "bucketed", "path_generation_config", "generate_rollouts", "static_cache"]
 
 
-__all__ = ["generate_paged", "PATHS", "RolloutSettings", "Rollouts", "SampledLogprobs", "sampling_warpers",
-           "distinct_prompts", "left_pad", "bucketed", "cut_after_eos", "path_generation_config", "generate_rollouts",
-           "static_cache"]
+def __getattr__(name: str):
+    from resrl._moved import moved_name
+
+    raise moved_name(__name__, name)

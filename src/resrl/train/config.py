@@ -18,7 +18,7 @@ when no model / dataset is passed in code); see `configs/*.yaml` for complete ex
     engine:     where the TRL adapter computes ResRL weights (aligned / extra-pass), dynamic sampling
                 (the hidden-state alignment is algorithm.resrl.hidden_alignment, spec §2)
     generation: which path samples the rollouts (auto | hf | compiled | paged | vllm), shared
-                prefill, the frozen layers' reuse (resrl.engines.generation.GenerationSettings)
+                prefill, the frozen layers' reuse (resrl.models.generation_paths.GenerationSettings)
     log:        TensorBoard / JSONL / W&B
     checkpoint: periodic atomic checkpoints
     env:        multi-turn rollouts (resrl.envs): the model's turns alternate with an environment's
@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from resrl.engines.generation import GenerationSettings
+from resrl.models.generation_paths import GenerationSettings
 from resrl.tasks import registry as tasks
 from resrl.train.schema import ConfigError, apply_overrides, explicit_keys, from_dict, to_dict
 
@@ -200,8 +200,8 @@ def _core_section(name: str):
 # one mapping table): `trl.<field>` of the same meaning as a resrl key is moved onto it (TRL_KEY_MAP,
 # logged, value translated where the two spell it differently); the others differ in meaning (batch
 # layout, epochs, ratios) and are refused naming the key to use (TRL_OWNED_FIELDS).
-from resrl.engines.trl_fields import trl_key_map as _trl_key_map  # noqa: E402
-from resrl.engines.trl_fields import trl_owned_fields as _trl_owned_fields  # noqa: E402
+from resrl.engines.trl.fields import trl_key_map as _trl_key_map  # noqa: E402
+from resrl.engines.trl.fields import trl_owned_fields as _trl_owned_fields  # noqa: E402
 
 TRL_OWNED_FIELDS: dict[str, str] = _trl_owned_fields()
 TRL_KEY_MAP = _trl_key_map()
@@ -247,7 +247,7 @@ def check_trl_section(trl: dict) -> None:
 
     from trl import GRPOConfig
 
-    from resrl.engines.trl import UNSUPPORTED_TRL_OPTIONS
+    from resrl.engines.trl.trainer import UNSUPPORTED_TRL_OPTIONS
 
     fields = {f.name for f in dc.fields(GRPOConfig) if f.init}
     unsupported = {name: why for name, _, why in UNSUPPORTED_TRL_OPTIONS}
@@ -411,7 +411,8 @@ class TrainConfig:
                                   f"got r={lora.r}, alpha={lora.alpha}, dropout={lora.dropout}")
         if self.trl:
             check_trl_section(self.trl)
-        from resrl.engines.generation import check_settings, trl_flags
+        from resrl.engines.trl.generation import trl_flags
+        from resrl.models.generation_paths import check_settings
 
         try:  # the generation path's settings, and TRL's flags that name a path
             check_settings(self.generation)
@@ -425,8 +426,8 @@ class TrainConfig:
         if self.env.name is not None and (self.env.max_turns < 1 or self.env.max_step_tokens < 1):
             raise ConfigError("config keys 'env.max_turns' and 'env.max_step_tokens' must be >= 1")
         self._validate_env()
-        # the combination rules the trainer checks too (one copy: resrl.engines.rules)
-        from resrl.engines import rules
+        # the combination rules the trainer checks too (one copy: resrl.engines.trl.rules)
+        from resrl.engines.trl import rules
 
         rules.check(self.run_layout(num_processes), "config", ConfigError)
         family_env = tasks.env_spec(self.env.name)  # a task family's environment: its data
@@ -459,7 +460,7 @@ class TrainConfig:
                 raise ConfigError(f"config key 'env.{key}' must be {allowed}, got {getattr(e, key)!r}")
         if not isinstance(e.options, dict):
             raise ConfigError(f"config key 'env.options' must be a mapping, got {e.options!r}")
-        # (the step layout's combinations with algorithms and engine settings: resrl.engines.rules)
+        # (the step layout's combinations with algorithms and engine settings: resrl.engines.trl.rules)
 
     @property
     def dynamic_sampling(self) -> bool:
@@ -470,8 +471,8 @@ class TrainConfig:
         return bool(ALGORITHMS[self.algorithm.name].dynamic_sampling)
 
     def run_layout(self, num_processes: int = 1):
-        """The run as the engine's combination rules see it (resrl.engines.rules.RunLayout)."""
-        from resrl.engines.rules import RunLayout
+        """The run as the engine's combination rules see it (resrl.engines.trl.rules.RunLayout)."""
+        from resrl.engines.trl.rules import RunLayout
 
         micro, accumulation, per_round = self.trl_batch_shape(num_processes)
         return RunLayout(self.algorithm, self.env.name is not None and self.env.layout == "step",

@@ -94,7 +94,7 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
     then the `trl:` section's fields on top (validated: none of them is a field set here)."""
     from trl import GRPOConfig
 
-    from resrl.engines.trl_fields import grpo_config_values
+    from resrl.engines.trl.fields import grpo_config_values
     from resrl.models.checkpointing import checkpointing_args
 
     def get(key: str):
@@ -109,7 +109,7 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         per_device_train_batch_size=micro,
         gradient_accumulation_steps=accumulation,
         steps_per_generation=per_round,
-        use_bias_correction_kl=False,  # resrl.core.loss's KL has no ratio correction (engines/trl_fields.py)
+        use_bias_correction_kl=False,  # resrl.core.loss's KL has no ratio correction (engines/trl/fields.py)
         **checkpointing_args(config.model.gradient_checkpointing),
         use_cpu=use_cpu,
         save_strategy="steps" if config.checkpoint.save_steps else "no",
@@ -121,7 +121,7 @@ def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
         from resrl.train.config import check_trl_section
 
         check_trl_section(config.trl)
-    from resrl.engines.generation import trl_flags
+    from resrl.engines.trl.generation import trl_flags
 
     ours.update(trl_flags(config.generation, config.trl))  # generation.backend paged / vllm: TRL's flags
     try:
@@ -218,7 +218,7 @@ def _drop_long_prompts(dataset, tokenizer, limit: int):
 
 
 def _load_reward(config: TrainConfig, reward_fn):
-    from resrl.engines.rewards import EnvironmentReward, RewardAdapter
+    from resrl.engines.trl.rewards import EnvironmentReward, RewardAdapter
 
     r = config.reward
     spec = config.reward_spec() if reward_fn is None else None
@@ -241,7 +241,7 @@ def _load_reward(config: TrainConfig, reward_fn):
             raise ConfigError(f"config key 'reward.function': {exc}") from exc
         if spec not in BUILTIN_REWARDS:  # user code: bounded in worker processes, or in-process per call
             if r.isolate:
-                from resrl.engines.rewards import IsolatedReward
+                from resrl.engines.trl.rewards import IsolatedReward
 
                 reward_fn = IsolatedReward(reward_fn, timeout_s=r.timeout_s, num_workers=r.num_workers)
             else:
@@ -386,7 +386,7 @@ def run_training(
     import torch
     from transformers import set_seed
 
-    from resrl.engines.trl import ResRLTrainer
+    from resrl.engines.trl.trainer import ResRLTrainer
     from resrl.checkpoint import checkpoint_step, latest_checkpoint
 
     num_processes = launched_world_size()

@@ -38,7 +38,7 @@ VERL_OWN = {
             "algorithm.filter_groups, the overlong buffer) with algorithm.adv_estimator=grpo",
     "ppo": "algorithm.adv_estimator=gae with veRL's own critic and GAE (critic.model.path, critic.optim.lr, "
            "critic.cliprange_value, algorithm.gamma / algorithm.lam, trainer.critic_warmup): veRL's critic worker "
-           "trains the value model; resrl's critic (resrl.engines.critic) is the TRL engine's",
+           "trains the value model; resrl's critic (resrl.engines.trl.critic) is the TRL engine's",
 }
 
 # reasons that need words beyond what the spec says

@@ -57,20 +57,19 @@ def sample_groups(model, tokenizer, problems: Sequence[Problem], group_size: int
     length C, completion_mask (B, C) valid up to and including eos, group_index (B,))."""
     import torch
 
-    enc = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True, add_special_tokens=False)
-    from resrl.models.generation import model_defaults_hidden
+    from resrl.models.generation import completion_mask as valid_up_to_eos
+    from resrl.models.generation import generate_with, sampling_config
 
+    enc = tokenizer([p.prompt for p in problems], return_tensors="pt", padding=True, add_special_tokens=False)
+    config = sampling_config(temperature=temperature, top_p=1.0, top_k=0, max_new_tokens=max_new_tokens,
+                             eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
+                             extra={"num_return_sequences": group_size})
     torch.manual_seed(seed)
-    with torch.no_grad(), model_defaults_hidden(model):  # these settings only, not the model's defaults
-        out = model.generate(**enc, do_sample=True, temperature=temperature, top_p=1.0, top_k=0,
-                             max_new_tokens=max_new_tokens, num_return_sequences=group_size,
-                             pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
+    out = generate_with(model, config, **enc)
     P = enc["input_ids"].shape[1]
     completion = out[:, P:]
-    is_eos = completion == tokenizer.eos_token_id
     # valid = up to and including the first eos (positions after it are padding)
-    after_eos = (torch.cumsum(is_eos.long(), dim=1) - is_eos.long()) > 0
-    completion_mask = ~after_eos
+    completion_mask, _ = valid_up_to_eos(completion, [tokenizer.eos_token_id])
     prompt_mask = enc["attention_mask"].repeat_interleave(group_size, dim=0)
     attention_mask = torch.cat([prompt_mask, completion_mask.long()], dim=1)
     group_index = torch.arange(len(problems)).repeat_interleave(group_size)

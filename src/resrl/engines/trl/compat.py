@@ -23,7 +23,7 @@ relied on (a method's signature, the batch keys, the order of calls, a private a
        _get_train_sampler                 TRL's RepeatSampler, as an `EpochRepeatSampler` (below)
        _generate_single_turn              -> adapter.generate_rows(prompt_ids, ..., trl_call): TRL's own
                                           generation (trl_call()) or a resrl generation path
-                                          (resrl.engines.generation)
+                                          (resrl.engines.trl.generation)
 
    Every `_get_per_token_logps_and_entropies` call (TRL's and the adapter's own, through
    `per_token_logps`) goes through `adapter.policy_forward(...)`, which may record hidden states.
@@ -54,7 +54,7 @@ the generator to where an uninterrupted TRL sampler would be at epoch e. Orders 
 epoch for epoch (`tests/test_trl_compat.py` compares them).
 
 `_prepare_inputs` is TRL 1.16's with one change, the shuffle: TRL permutes rows
-(`shuffle_sequence_dict`); here whole groups move (`resrl.engines.batches.shuffle_groups`), so that
+(`shuffle_sequence_dict`); here whole groups move (`resrl.engines.trl.batches.shuffle_groups`), so that
 micro-batches that are multiples of the group size hold whole groups (ResRL's aligned mode). TRL's
 vision-language pixel-value split and unsplit around the shuffle are kept as TRL has them.
 (`PREPARE_INPUTS_CALLS` records TRL's sequence; a compat test fails when TRL's changes.)
@@ -78,7 +78,7 @@ from trl.trainer.utils import (RepeatSampler, add_fused_lm_head, create_model_fr
                                get_config_model_id, identity, split_pixel_values_by_grid, split_tensor_dict,
                                unsplit_pixel_values_by_grid, use_adapter)
 
-from resrl.engines.batches import shuffle_groups
+from resrl.engines.trl.batches import shuffle_groups
 
 __all__ = [
     "READ_AGAINST", "UntestedTRLWarning", "check_trl_version", "GRPOHooks", "GRPOTrainer", "BATCH_KEYS",
@@ -134,7 +134,7 @@ TRL_BATCH_KEYS = {
                                 "paths): the off-policy mask's behaviour policy",
     "tool_mask": "with tools / environments / rollout_func returning one (multi-turn)",
 }
-# the engine's own per-row keys in the same dict ((B,) rows; engines/batches.py keeps them with the rows)
+# the engine's own per-row keys in the same dict ((B,) rows; engines/trl/batches.py keeps them with the rows)
 ENGINE_ROW_KEYS = ("rewards", "group_index", "truncated")
 BATCH_KEYS = (*TRL_BATCH_KEYS, *ENGINE_ROW_KEYS)
 
@@ -194,9 +194,9 @@ PREPARE_INPUTS_CALLS = ("_generate_and_score_completions", "split_pixel_values_b
 # What TRL 1.16's `_compute_loss` (replaced by ResRLTrainer.compute_policy_loss) reads of the
 # trainer, and what became of each. A name TRL starts reading there is an option the engine would
 # drop silently: the compat tests fail until it is classified here (and honoured or refused).
-_USED, _ADOPTED, _REFUSED = "used as TRL uses it", "honoured by resrl.core.loss", "refused (engines/trl_fields.py)"
+_USED, _ADOPTED, _REFUSED = "used as TRL uses it", "honoured by resrl.core.loss", "refused (engines/trl/fields.py)"
 _MAPPED = "mapped onto resrl's setting (engines/trl_fields.MAPPINGS)"
-_ADAPTIVE = "TRL's adaptive entropy controller: refused (engines/trl_fields.py)"
+_ADAPTIVE = "TRL's adaptive entropy controller: refused (engines/trl/fields.py)"
 COMPUTE_LOSS_READS = {
     "_get_per_token_logps_and_entropies": _USED, "_metrics": _USED, "accelerator": _USED, "args": _USED,
     "model": _USED, "aux_loss_enabled": _USED, "router_aux_loss_coef": _USED,

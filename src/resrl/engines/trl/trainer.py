@@ -4,19 +4,9 @@ policy loss the algorithm names (`resrl.core.loss.POLICY_LOSSES`: the clipped su
 
 The adapter holds no math: it collects what the core needs — rewards, group ids, response masks,
 truncation flags and, for ResRL, penultimate-layer hidden states — and calls the core. What it
-cannot tell TRL through TRL's public surface it does through `resrl.engines.trl_compat` (every
-private TRL touch-point, read against one TRL release and tested per touch-point). Its parts:
-
-    engines/trl_compat.py        TRL's private methods and state (GRPOHooks, this class's base)
-    engines/rules.py             which configurations are possible (shared with config validation)
-    engines/capture.py           the policy's hidden states / head sketch (aligned or extra pass)
-    engines/dynamic_sampling.py  DAPO's filter-and-refill
-    engines/step_round.py        the step layout's generation round (engines/steps.py)
-    engines/flowrl_head.py       FlowRL's log Z head
-    engines/critic.py            PPO's critic (value model, its optimiser, warm-up, checkpoint)
-    engines/reference.py         the reference model and log π_ref
-    engines/checkpoints.py       atomic checkpoints
-    engines/metrics.py           metrics, averaged over processes
+cannot tell TRL through TRL's public surface it does through `resrl.engines.trl.compat` (every
+private TRL touch-point, read against one TRL release and tested per touch-point). Its parts are the
+other modules of this package (resrl.engines.trl lists them).
 
 Data flow of one generation round (concatenated layout):
 
@@ -38,9 +28,9 @@ ResRL hidden states (spec §2), two modes, chosen once and logged:
                from the states the loss forward produces anyway. No extra pass.
   "extra-pass" otherwise: one no-grad pass over the local generation batch yields the states AND
                the old log-probs (TRL's own old-log-prob pass when it runs one, else ours).
-               Groups split across processes are gathered (engines/batches.py).
+               Groups split across processes are gathered (engines/trl/batches.py).
 NTHR and ResRL's weighting="interference" read the head sketch instead (resrl.core.interference),
-captured by the same mechanism in the same pass (engines/capture.py).
+captured by the same mechanism in the same pass (engines/trl/capture.py).
 
 FlowRL needs log π_ref with a zero KL coefficient: the trainer then keeps a reference model itself
 (with LoRA: the policy with its adapters disabled, as TRL does for the KL).
@@ -48,7 +38,7 @@ FlowRL needs log π_ref with a zero KL coefficient: the trainer then keeps a ref
 Every GRPOConfig field is honoured as TRL honours it, mapped onto resrl's setting (beta -> the KL
 coefficient, epsilon / epsilon_high -> the clip range, loss_type -> the aggregation, scale_rewards,
 importance_sampling_level, top_entropy_quantile), refused at construction, or irrelevant: the table
-in engines/trl_fields.py, applied by `trl_fields.resolve_trainer_settings`. Nothing is dropped
+in engines/trl/fields.py, applied by `trl_fields.resolve_trainer_settings`. Nothing is dropped
 silently.
 """
 
@@ -68,22 +58,25 @@ from resrl.core.loss import SURROGATES, LossConfig, PolicyLossInputs, get_policy
 from resrl.core.value import CriticConfig
 from resrl.core.registry import (AdvantageInputs, AlgorithmConfig, captured_states, compute_token_advantages,
                                  get_algorithm, resolve_policy_loss)
-from resrl.engines import metrics as engine_metrics
-from resrl.engines import rules, trl_compat, trl_fields
-from resrl.engines.batches import local_token_advantages
-from resrl.engines.capture import StateCapture
-from resrl.engines.checkpoints import read_engine_state, save_atomically, write_engine_state
-from resrl.engines.critic import Critic
-from resrl.engines.dynamic_sampling import RefillStream, dynamically_sampled
-from resrl.engines.flowrl_head import LOG_Z_ATTR, LOG_Z_FILE, FlowRLHead, without_log_z_params
-from resrl.engines.generation import GenerationSettings, TrainerGeneration
-from resrl.engines.phases import PhaseTimer
-from resrl.engines.reference import build_reference_model, reference_logps
-from resrl.engines.step_round import StepRound
+from resrl.engines.trl.generation import TrainerGeneration
 from resrl.engines.steps import StepRolloutConfig
-from resrl.engines.trl_compat import GRPOTrainer
-from resrl.engines.trl_config import ResRLGRPOConfig
+from resrl.engines.trl import compat as trl_compat
+from resrl.engines.trl import fields as trl_fields
+from resrl.engines.trl import metrics as engine_metrics
+from resrl.engines.trl import rules
+from resrl.engines.trl.batches import local_token_advantages
+from resrl.engines.trl.capture import StateCapture
+from resrl.engines.trl.checkpoints import read_engine_state, save_atomically, write_engine_state
+from resrl.engines.trl.compat import GRPOTrainer
+from resrl.engines.trl.config import ResRLGRPOConfig
+from resrl.engines.trl.critic import Critic
+from resrl.engines.trl.dynamic_sampling import RefillStream, dynamically_sampled
+from resrl.engines.trl.flowrl_head import LOG_Z_ATTR, LOG_Z_FILE, FlowRLHead, without_log_z_params
+from resrl.engines.trl.phases import PhaseTimer
+from resrl.engines.trl.reference import build_reference_model, reference_logps
+from resrl.engines.trl.step_round import StepRound
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
+from resrl.models.generation_paths import GenerationSettings
 from resrl.models.generation import model_defaults_dropped, model_defaults_hidden
 
 __all__ = ["ResRLTrainer", "ResRLGRPOConfig", "UNSUPPORTED_TRL_OPTIONS", "ROW_KEYS", "LOG_Z_ATTR", "LOG_Z_FILE", "without_log_z_params",
@@ -96,7 +89,7 @@ MODEL_CARD_SECTION = "## resrl"
 # keys this adapter adds to TRL's generation batch: (B,) rows
 ROW_KEYS = trl_compat.ENGINE_ROW_KEYS
 
-# GRPOConfig options refused (engines/trl_fields.py, the table of every GRPOConfig field):
+# GRPOConfig options refused (engines/trl/fields.py, the table of every GRPOConfig field):
 # (field, a value that means "off", why it is refused); `resrl train`'s trl: section checks them too
 UNSUPPORTED_TRL_OPTIONS = tuple((name, f.accepted[0], f.note) for name, f in trl_fields.GRPO_CONFIG_FIELDS.items()
                                 if f.category == trl_fields.REFUSED and f.applies is None)
@@ -117,12 +110,12 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     critic:             PPO's value model (resrl.core.value.CriticConfig), for algorithms that need one
                         (ppo); None: `args.critic_*` of a ResRLGRPOConfig, else CriticConfig's defaults
     phase_times:        log time/<phase>_s and memory/<phase>_peak_gib per optimiser step
-                        (resrl.engines.phases; off: no cost)
-    generation:         which generation path samples the rollouts (resrl.engines.generation.GenerationSettings;
+                        (resrl.engines.trl.phases; off: no cost)
+    generation:         which generation path samples the rollouts (resrl.models.generation_paths.GenerationSettings;
                         None: `args.generation_backend` etc. of a ResRLGRPOConfig, else auto)
     Other arguments are GRPOTrainer's (`args` a GRPOConfig whose `num_generations` is G, or a
-    `resrl.engines.trl_config.ResRLGRPOConfig` carrying the settings above as flat fields). What
-    becomes of every GRPOConfig field: engines/trl_fields.py (honoured, mapped, refused, irrelevant).
+    `resrl.engines.trl.config.ResRLGRPOConfig` carrying the settings above as flat fields). What
+    becomes of every GRPOConfig field: engines/trl/fields.py (honoured, mapped, refused, irrelevant).
     """
 
     def __init__(self, *args, algorithm: AlgorithmConfig | str | None = None, loss_config: LossConfig | None = None,
@@ -162,7 +155,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
                                     temperature=self.temperature)
         if needs_head:
             self._check_plain_output_head()
-        # the generation path (resrl.engines.generation): TRL's call, or resrl's
+        # the generation path (resrl.engines.trl.generation): TRL's call, or resrl's
         self.rollout_path = TrainerGeneration(self, generation, needs_penultimate)
         # the on-policy check compares like with like under the sampling settings (temperature, top-k, top-p)
         self.rollout_path.set_sampling(getattr(self, "generation_config", None))
@@ -198,7 +191,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     # ---- configuration -------------------------------------------------------------------------
 
     def run_layout(self, resrl_mode: str = "auto", dynamic_sampling: bool | None = None) -> rules.RunLayout:
-        """This trainer's run as engines/rules.py sees it."""
+        """This trainer's run as engines/trl/rules.py sees it."""
         a = self.args
         return rules.RunLayout(
             self.algorithm, self.step_rollout is not None, resrl_mode,
@@ -207,7 +200,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
             rollout_func=self.rollout_func is not None, use_vllm=bool(self.use_vllm))
 
     def _build_critic(self, critic, spec) -> Critic | None:
-        """PPO's critic (engines/critic.py) when the algorithm needs one; settings given otherwise are refused."""
+        """PPO's critic (engines/trl/critic.py) when the algorithm needs one; settings given otherwise are refused."""
         given = getattr(self.args, "critic_settings", lambda: {})()
         if critic is not None and given:
             raise ValueError(f"ResRLGRPOConfig sets critic settings ({', '.join(sorted(given))}) and a CriticConfig "
@@ -277,7 +270,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
         with self.phases.phase("weights"):
             inputs = AdvantageInputs(out["rewards"], out["group_index"], mask, hidden, out["truncated"], head,
                                      prompt_lengths=out["prompt_mask"].sum(dim=1))
-            if self.critic is not None:  # PPO: GAE on the critic's values (engines/critic.py)
+            if self.critic is not None:  # PPO: GAE on the critic's values (engines/trl/critic.py)
                 adv, stats = self.critic.advantages(self, out, inputs)
             else:
                 adv, stats = local_token_advantages(inputs, self.algorithm, self.accelerator)
@@ -493,7 +486,7 @@ class ResRLTrainer(trl_compat.GRPOHooks):
     def write_checkpoint(self, model, trial, write) -> None:
         """TRL/HF's checkpoint (`write`: model, optimiser, scheduler, RNG states, trainer state), the
         engine's own state (the refill stream's position), FlowRL's log Z head and PPO's critic, published
-        atomically (engines/checkpoints.py). Every process calls it."""
+        atomically (engines/trl/checkpoints.py). Every process calls it."""
         def add_files(checkpoint_dir: str) -> None:
             write_engine_state(checkpoint_dir, self.engine_state())
             if self.flowrl_head is not None:

@@ -9,13 +9,13 @@ command line (`--algorithm resrl --resrl_rank 32 --loss_agg token-mean`) or a YA
 (The name: `resrl.core.ResRLConfig` already holds the ResRL method's own hyper-parameters, the
 `resrl_*` fields below.)
 
-Fields, besides GRPOConfig's (engines/trl_fields.py says what becomes of each of those):
+Fields, besides GRPOConfig's (engines/trl/fields.py says what becomes of each of those):
 
     algorithm           a registered algorithm's name (resrl.core.registry.ALGORITHMS), default grpo
     resrl_mode          auto | aligned | extra-pass (how ResRL's hidden states are collected)
     dynamic_sampling    DAPO's filter-and-refill; None = the algorithm's default
     max_refill_rounds   extra generation rounds per step to refill dropped groups
-    generation_backend  auto | hf | compiled | paged | vllm (resrl.engines.generation; paged / vllm also
+    generation_backend  auto | hf | compiled | paged | vllm (resrl.models.generation_paths; paged / vllm also
                         need TRL's use_transformers_continuous_batching / use_vllm)
     shared_prefill      one prefill per prompt for its G samples (None: auto's choice)
     reuse_frozen        the training forward starts above frozen bottom layers (None: auto's choice)
@@ -31,7 +31,7 @@ Fields, besides GRPOConfig's (engines/trl_fields.py says what becomes of each of
 
 Every resrl field defaults to None, "the algorithm's default": the algorithm's loss / reward
 defaults apply as in `resrl train` (one function, resrl.core.registry.resolve_settings). TRL's own
-names set the loss where TRL has one (engines/trl_fields.MAPPINGS): beta (KL coefficient), epsilon /
+names set the loss where TRL has one (resrl.engines.trl.fields.MAPPINGS): beta (KL coefficient), epsilon /
 epsilon_high (clip range), delta, loss_type (the policy loss and its aggregation), scale_rewards,
 importance_sampling_level, top_entropy_quantile, off_policy_mask_threshold, entropy_coef, sapo_* /
 vespo_*.
@@ -58,14 +58,14 @@ from resrl.core.resrl_config import ResRLConfig
 from resrl.core.gae import PPOConfig
 from resrl.core.step_advantages import EMPGConfig, GiGPOConfig
 from resrl.core.value import CriticConfig
-from resrl.engines.trl_fields import trl_named_settings
+from resrl.engines.trl.fields import trl_named_settings
 
 __all__ = ["ResRLGRPOConfig", "FLAT_FIELDS", "CRITIC_FIELDS"]
 
 # nested AlgorithmConfig sections -> field prefix
 _NESTED = {"resrl": ResRLConfig, "nthr": NTHRConfig, "flowrl": FlowRLConfig, "gigpo": GiGPOConfig, "empg": EMPGConfig,
            "ppo": PPOConfig}
-# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (engines/trl_fields.MAPPINGS);
+# AlgorithmConfig / LossConfig fields set through GRPOConfig's own names (resrl.engines.trl.fields.MAPPINGS);
 # the algorithm's name is this config's `algorithm` field
 _VIA_TRL = trl_named_settings()
 _ALGORITHM_VIA_TRL = {"name", *_VIA_TRL["algorithm"]}
@@ -74,7 +74,7 @@ _LOSS_VIA_TRL = _VIA_TRL["loss"]
 
 def _flat_fields() -> dict[str, tuple[str, tuple[str, ...], typing.Any, str]]:
     """flat field -> ("algorithm" | "loss" | "critic", path in the nested dict, type, help): every resrl
-    setting that GRPOConfig has no name for (engines/trl_fields.MAPPINGS gives the others)."""
+    setting that GRPOConfig has no name for (resrl.engines.trl.fields.MAPPINGS gives the others)."""
     out = {}
     hints = typing.get_type_hints(AlgorithmConfig)
     for f in dataclasses.fields(AlgorithmConfig):

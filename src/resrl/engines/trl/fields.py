@@ -1,5 +1,5 @@
 """GRPOConfig <-> resrl: the ONE mapping table (`MAPPINGS`), and what `ResRLTrainer` does with every
-other field of TRL's `GRPOConfig` (TRL 1.16), beside `engines/trl_compat.py`.
+other field of TRL's `GRPOConfig` (TRL 1.16), beside `engines/trl/compat.py`.
 
 `MAPPINGS` pairs a GRPOConfig / TrainingArguments field with the resrl config key of the same
 setting. Everything that translates between the two names derives from it:
@@ -11,9 +11,9 @@ setting. Everything that translates between the two names derives from it:
                          (`grpo_config_values`, called by train/runner.py)
     ResRLTrainer         the loss / algorithm fields of a GRPOConfig in resrl's terms
                          (`resolve_trainer_settings`), the flat fields of ResRLGRPOConfig that TRL
-                         already names (`trl_named_settings`, engines/trl_config.py) and the
+                         already names (`trl_named_settings`, engines/trl/config.py) and the
                          "mapped" category of the field table below
-    the compat record    what TRL's `_compute_loss` reads (engines/trl_compat.COMPUTE_LOSS_READS)
+    the compat record    what TRL's `_compute_loss` reads (resrl.engines.trl.compat.COMPUTE_LOSS_READS)
 
 Per-algorithm facts (which advantage reads `scale_rewards`) are on the algorithm's registry entry
 (`resrl.core.registry.AlgorithmSpec.reads_scale_rewards / fixed_scale`).

@@ -1,9 +1,12 @@
-"""Sampling completions: Hugging Face `generate` in left-padded batches (CPU or GPU), vLLM optionally.
+"""The evaluation's samplers: Hugging Face `generate` in left-padded batches (CPU or GPU), vLLM optionally.
 
 The unit of work is a `GenerationJob` (one prompt, one sample index); a generator maps a list of
-jobs to a list of `Sample`s. `HFGenerator` is the default; `VLLMGenerator` is used by `resrl
-eval` when vLLM is installed and a GPU is present (`--backend auto`), never required. Tests plug
-in scripted generators with the same call signature.
+jobs to a list of `Sample`s. `HFGenerator` is the default: it samples through the package's one
+`generate` call (resrl.models.generation.generate_with, each job from its own seed) and cuts at
+eos there (`cut_after_eos`). `VLLMGenerator` is used by `resrl eval` when vLLM is installed and a
+GPU is present (`--backend auto`), never required: vLLM is its own engine (`LLM.generate` with
+`SamplingParams`, the same temperature / top-p / no top-k; it stops at eos itself), so the HF
+entry does not apply to it. Tests plug in scripted generators with the same call signature.
 
 Sampling follows the paper's evaluation (spec §5): temperature and nucleus (top-p) sampling with
 no top-k; temperature 0 means greedy decoding.
@@ -57,48 +60,15 @@ def eos_token_ids(model, tokenizer) -> list[int]:
     return sorted(ids)
 
 
-class PerSampleSampler:
-    """A logits processor that makes sampling a function of each row's own seed.
-
-    Temperature and nucleus (top-p) filtering, then Gumbel noise drawn from a generator that
-    belongs to the row (seeded from (seed, benchmark, problem, sample index)); `generate` then
-    decodes greedily. argmax(z/T + Gumbel) is an exact draw from softmax(z/T) restricted to the
-    nucleus (the Gumbel-max trick), and the row's random stream depends on nothing else: the
-    same job gives the same sample whatever batch it is in, and a resumed run reproduces an
-    uninterrupted one. (Up to float rounding: padding can change logits in the last bits.)
-    """
-
-    def __init__(self, row_seeds: Sequence[int], temperature: float, top_p: float) -> None:
-        import torch
-
-        self.generators = [torch.Generator(device="cpu").manual_seed(int(s)) for s in row_seeds]
-        self.temperature, self.top_p = float(temperature), float(top_p)
-
-    def __call__(self, input_ids, scores):
-        import torch
-
-        z = scores.float() / self.temperature                           # (B, V)
-        if self.top_p < 1.0:
-            sorted_z, order = torch.sort(z, dim=-1, descending=True)
-            probs = torch.softmax(sorted_z, dim=-1)
-            before = torch.cumsum(probs, dim=-1) - probs                 # mass of the more likely tokens
-            drop_sorted = before >= self.top_p                           # the top token is always kept
-            drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
-            z = z.masked_fill(drop, float("-inf"))
-        V = z.shape[-1]
-        u = torch.stack([torch.rand(V, generator=g, dtype=torch.float64) for g in self.generators])
-        gumbel = -torch.log(-torch.log(u.clamp(1e-300, 1.0 - 1e-16)))
-        return z + gumbel.to(device=z.device, dtype=z.dtype)
-
-
 class HFGenerator:
-    """`jobs -> samples` with `model.generate`, all jobs of a call in one left-padded batch.
+    """`jobs -> samples` with `model.generate` (resrl.models.generation.generate_with), all jobs of
+    a call in one left-padded batch.
 
     Randomness belongs to each job: its sample is drawn with a random stream seeded from
-    (seed, benchmark, problem id, sample index) (`PerSampleSampler`), so a resumed or differently
-    batched run draws the same samples as an uninterrupted one, and different seeds compare
-    like with like. add_special_tokens: whether the tokenizer adds BOS etc. to the prompt text
-    (False for chat-template text, which already holds every special token).
+    (seed, benchmark, problem id, sample index) (`generate_with(row_seeds=...)`: PerSampleSampler),
+    so a resumed or differently batched run draws the same samples as an uninterrupted one, and
+    different seeds compare like with like. add_special_tokens: whether the tokenizer adds BOS etc.
+    to the prompt text (False for chat-template text, which already holds every special token).
     """
 
     def __init__(self, model, tokenizer, temperature: float = 0.6, top_p: float = 0.95,
@@ -116,20 +86,8 @@ class HFGenerator:
         if tokenizer.pad_token_id is None:
             raise ValueError("the tokenizer has no pad token; set tokenizer.pad_token (e.g. to the eos token)")
 
-    def _generation_config(self):
-        from transformers import GenerationConfig
-
-        # greedy decoding in both cases: sampling is done by PerSampleSampler's Gumbel noise (no top-k:
-        # the paper samples with top-p only)
-        return GenerationConfig(
-            do_sample=False, temperature=None, top_p=None, top_k=None,
-            max_new_tokens=self.max_new_tokens,
-            pad_token_id=self.tokenizer.pad_token_id,
-            eos_token_id=self.eos_ids,
-        )
-
     def __call__(self, jobs: Sequence[GenerationJob]) -> list[Sample]:
-        import torch
+        from resrl.models.generation import cut_after_eos, generate_with, sampling_config
 
         if not jobs:
             return []
@@ -144,29 +102,20 @@ class HFGenerator:
         device = next(self.model.parameters()).device
         input_ids = enc["input_ids"].to(device)            # (B, L)
         attention_mask = enc["attention_mask"].to(device)  # (B, L)
-        extra = {}
-        if self.temperature > 0:
-            from transformers import LogitsProcessorList
-
-            seeds = [_stable_seed(self.seed, j.benchmark if j.seed_name is None else j.seed_name, j.problem_id,
-                                   j.sample_index) for j in jobs]
-            extra["logits_processor"] = LogitsProcessorList([PerSampleSampler(seeds, self.temperature, self.top_p)])
-        from resrl.models.generation import model_defaults_hidden
-
-        # the evaluation's settings only: the model's generation_config (a repetition penalty, ...) is hidden
-        with torch.no_grad(), model_defaults_hidden(self.model):
-            out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                      generation_config=self._generation_config(), **extra)
+        seeds = [_stable_seed(self.seed, j.benchmark if j.seed_name is None else j.seed_name, j.problem_id,
+                              j.sample_index) for j in jobs]
+        # the paper samples with temperature and top-p, no top-k; each job from its own seed
+        config = sampling_config(temperature=self.temperature, top_p=self.top_p, top_k=0,
+                                 max_new_tokens=self.max_new_tokens, eos_token_id=self.eos_ids,
+                                 pad_token_id=self.tokenizer.pad_token_id)
+        out = generate_with(self.model, config, row_seeds=seeds, input_ids=input_ids, attention_mask=attention_mask)
         generated = out[:, input_ids.shape[1]:].tolist()  # (B, <= max_new_tokens)
-        return [self._to_sample(row) for row in generated]
+        lengths, ended = cut_after_eos(generated, self.eos_ids)
+        return [self._to_sample(row[:n], e) for row, n, e in zip(generated, lengths, ended)]
 
-    def _to_sample(self, row: list[int]) -> Sample:
-        stop = next((i for i, t in enumerate(row) if t in self.eos_ids), None)
-        if stop is None:
-            # no eos: the row ran to max_new_tokens (a batch only stops early when every row ended)
-            tokens, truncated = row, len(row) >= self.max_new_tokens
-        else:
-            tokens, truncated = row[: stop + 1], False
+    def _to_sample(self, tokens: list[int], ended: bool) -> Sample:
+        # no eos: the row ran to max_new_tokens (a batch only stops early when every row ended)
+        truncated = not ended and len(tokens) >= self.max_new_tokens
         text = self.tokenizer.decode(tokens, skip_special_tokens=True)
         return Sample(text=text, num_tokens=len(tokens), truncated=truncated)
 
@@ -245,5 +194,5 @@ def _progress_bar(total: int, desc: str):
     return tqdm(total=total, desc=desc, unit="sample", dynamic_ncols=True)
 
 
-__all__ = ["Sample", "GenerationJob", "Generator", "HFGenerator", "PerSampleSampler", "VLLMGenerator", "vllm_available",
-           "generate_samples", "eos_token_ids"]
+__all__ = ["Sample", "GenerationJob", "Generator", "HFGenerator", "VLLMGenerator", "vllm_available", "generate_samples",
+           "eos_token_ids"]

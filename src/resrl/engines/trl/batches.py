@@ -14,7 +14,7 @@ from torch.nn import functional as F
 
 from resrl.core.registry import AdvantageInputs, AlgorithmConfig, compute_token_advantages
 
-# (frozen_prompt_states: the frozen layers' prompt states, resrl.engines.generation.FROZEN_KEYS)
+# (frozen_prompt_states: the frozen layers' prompt states, resrl.engines.trl.generation.FROZEN_KEYS)
 LEFT_PADDED = ("prompt_ids", "prompt_mask", "frozen_prompt_states")
 
 

@@ -39,7 +39,7 @@ from transformers import TrainerCallback
 
 from resrl.core.registry import AdvantageInputs, compute_ppo_targets
 from resrl.core.value import CriticConfig, value_loss
-from resrl.engines import trl_compat
+from resrl.engines.trl import compat as trl_compat
 from resrl.engines.hidden import LastLayerStates, align_response_hidden
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs, set_checkpointing
 

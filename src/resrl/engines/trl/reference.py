@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from resrl.engines import trl_compat
+from resrl.engines.trl import compat as trl_compat
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
 
 

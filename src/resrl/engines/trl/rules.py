@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from resrl.core.registry import AlgorithmConfig, captured_states, get_algorithm
-from resrl.engines.batches import aligned_layout_possible
+from resrl.engines.trl.batches import aligned_layout_possible
 
 RESRL_MODES = ("auto", "aligned", "extra-pass")
 

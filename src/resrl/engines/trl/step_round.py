@@ -3,7 +3,7 @@ local prompts (each game repeated G times in a row) -> step rows with their tags
 step entropies and advantages, padded for TRL's split into micro-batches.
 
 Every advantage is computed on the whole round (a game's rows vary in number), so the step layout
-runs no aligned mode, no dynamic sampling and needs whole games per process (engines/rules.py).
+runs no aligned mode, no dynamic sampling and needs whole games per process (engines/trl/rules.py).
 Processes hold different numbers of rows: metrics gather (rows, tokens) sums, never the rows.
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import torch
 
 from resrl.core.registry import AdvantageInputs, compute_token_advantages, get_algorithm
-from resrl.engines import metrics as engine_metrics
-from resrl.engines import trl_compat
-from resrl.engines.reference import reference_logps
+from resrl.engines.trl import metrics as engine_metrics
+from resrl.engines.trl import compat as trl_compat
+from resrl.engines.trl.reference import reference_logps
 from resrl.engines.steps import StepRolloutConfig
 from resrl.models.checkpointing import checkpointing_disabled, checkpointing_kwargs
 
@@ -31,7 +31,7 @@ def no_grad_pass(trainer, out: dict, want_states: bool) -> tuple[torch.Tensor, t
                 trainer.model, ids, attn, C, batch_size=trainer.args.per_device_train_batch_size,
                 compute_entropy=True)[:2]
     # captured[0] is StateCapture.finish's (hidden, head sketch); the step layout refuses algorithms
-    # that need the head sketch (engines/rules.py), so only the penultimate states are used here
+    # that need the head sketch (engines/trl/rules.py), so only the penultimate states are used here
     return logps, entropy, (captured[0][0] if want_states else None)
 
 
@@ -91,7 +91,7 @@ class StepRound:
             out["rewards"], out["group_index"], mask, hidden, out["truncated"],
             trajectory_index=out["trajectory_index"], step_index=out["step_index"],
             anchor_index=out["anchor_index"], step_rewards=out["step_rewards"], step_entropy=step_entropy)
-        if trainer.critic is not None:  # PPO: GAE per environment step on the critic's values (engines/critic.py)
+        if trainer.critic is not None:  # PPO: GAE per environment step on the critic's values (engines/trl/critic.py)
             adv, stats = trainer.critic.advantages(trainer, out, inputs)
         else:
             adv, stats = compute_token_advantages(inputs, trainer.algorithm)

@@ -15,7 +15,7 @@ import torch
 from accelerate.utils import is_peft_model
 
 from resrl.core.flowrl import LogZHead
-from resrl.engines import trl_compat
+from resrl.engines.trl import compat as trl_compat
 from resrl.engines.hidden import LastLayerStates
 
 LOG_Z_ATTR = "flowrl_log_z"                 # the log Z head's name inside the policy module

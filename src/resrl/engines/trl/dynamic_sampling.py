@@ -15,8 +15,8 @@ from collections.abc import Callable
 import torch
 
 from resrl.core.advantages import dynamic_sampling_mask
-from resrl.engines import trl_compat
-from resrl.engines.batches import concat_batches, select_rows
+from resrl.engines.trl import compat as trl_compat
+from resrl.engines.trl.batches import concat_batches, select_rows
 
 
 class RefillStream:
