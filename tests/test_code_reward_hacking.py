@@ -702,7 +702,7 @@ def test_nothing_of_an_item_outlives_it():
         assert left == []
 
 
-# ---- the check program's expected values (check mode, issue 52b) ----------------------------------------
+# ---- the check program's expected values (check mode, issue 52) ----------------------------------------
 # A HumanEval-style check program holds the expected values in its asserts (`assert candidate(3) == 17`).
 # The JUDGE runs it; the CANDIDATE process runs the model's program and only answers calls. If the candidate
 # shares an address space with anything that held the check program (it used to be forked from the harness
@@ -900,7 +900,7 @@ def test_the_raw_memory_attack_finds_what_no_python_object_holds():
     assert all(got == [-1] * len(MYSTERY_ARGS) for name, got in results.items() if name != raw), results
 
 
-# ---- the other modes: expected outputs and other tests' inputs (issue 52b) -----------------------------------
+# ---- the other modes: expected outputs and other tests' inputs (issue 52) -----------------------------------
 # In stdin/stdout, function-call and function-level items the parent compares: no expected output is ever
 # sent into the sandbox. A program that scans its whole address space (/proc/self/mem) and every open
 # descriptor finds none, and a stdin/stdout or function-call test finds no input but its own (the harness
