@@ -45,10 +45,20 @@ KINDS = {
     "imports (1 test)": ("import collections, heapq, itertools, fractions, decimal, json\n"
                          "print(json.dumps(sorted(collections.Counter(input()).items())))\n",
                          {"inputs": ["abca\n"], "outputs": ['[["a", 2], ["b", 1], ["c", 1]]']}),
+    # HumanEval's shape: the judge runs check(candidate), the program answers its calls in another process;
+    # bare = one `python file` of program + check program + check(entry point)
+    "check program (5 asserts)": ("def add(a, b):\n    return a + b\n",
+                                  {"entry_point": "add", "test": "def check(candidate):\n" + "".join(
+                                      f"    assert candidate({i}, {i}) == {2 * i}\n" for i in range(5))}),
 }
 
 
 def bare_item(path: str, tests: dict, timeout_s: float) -> bool:
+    if "test" in tests:  # a check program: appended to the program's file (run_bare); passes on exit 0
+        try:
+            return subprocess.run([sys.executable, path], capture_output=True, timeout=timeout_s).returncode == 0
+        except subprocess.TimeoutExpired:
+            return False
     ok = True
     for inp, out in zip(tests["inputs"], tests["outputs"]):
         try:
@@ -65,6 +75,8 @@ def run_bare(programs: list[str], tests: dict, workers: int, tmp: str) -> tuple[
         path = os.path.join(tmp, f"p{i}.py")
         with open(path, "w") as f:
             f.write(code)
+            if "test" in tests:
+                f.write(f"\n{tests['test']}\ncheck({tests['entry_point']})\n")
         paths.append(path)
     start = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:

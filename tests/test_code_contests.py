@@ -139,6 +139,153 @@ def test_lcb_row_errors_name_the_row_and_key(tmp_path):
             load_problems(write_jsonl(tmp_path / f"bad{i}.jsonl", [bad]))
 
 
+# ---- functional tests with huge integers, judged as LiveCodeBench's testing_util judges them -----------
+# LiveCodeBench's evaluation process raises Python's int <-> str limit to 50,000 digits; its
+# `grade_call_based` json.loads every input line and every output before running anything (one that fails
+# fails the whole problem), calls `method(*args)`, turns a returned tuple into a list and compares with ==.
+# Restated here (from lcb_runner/evaluation/testing_util.py; not copied), run in a child so that this
+# process keeps its own digit limit.
+_LCB_CALL_REFERENCE = r"""
+import json, sys
+sys.set_int_max_str_digits(50000)
+job = json.loads(sys.stdin.read())
+try:
+    args = [[json.loads(line) for line in t.split("\n")] for t in job["inputs"]]
+    want = [json.loads(t) for t in job["outputs"]]
+    scope = {}
+    exec(job["prelude"] + "\n\n" + job["code"], scope)
+    target = scope["Solution"]() if "class Solution" in job["code"] else None
+    method = getattr(target, job["fn_name"]) if target is not None else scope[job["fn_name"]]
+    ok = True
+    for a, w in zip(args, want):
+        got = method(*a)
+        if isinstance(got, tuple):
+            got = list(got)
+        if not got == w:
+            ok = False
+            break
+except Exception:
+    ok = False
+print(int(ok))
+"""
+
+
+def lcb_call_verdict(code: str, inputs: list[str], outputs: list[str], fn_name: str) -> bool:
+    import subprocess
+    import sys
+
+    from resrl.tasks.code.sandbox.code_tests import LCB_PRELUDE
+
+    job = json.dumps({"code": code, "inputs": inputs, "outputs": outputs, "fn_name": fn_name, "prelude": LCB_PRELUDE})
+    out = subprocess.run([sys.executable, "-I", "-c", _LCB_CALL_REFERENCE], input=job.encode(), capture_output=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-500:]
+    return out.stdout.strip() == b"1"
+
+
+def _lcb_functional_row(inputs: list[str], outputs: list[str], fn_name: str = "f") -> dict:
+    tests = [{"input": x, "output": y, "testtype": "functional"} for x, y in zip(inputs, outputs)]
+    return {"question_content": "A number.", "platform": "leetcode", "question_id": "big-int", "contest_id": "c",
+            "contest_date": "2024-01-01T00:00:00", "difficulty": "easy",
+            "starter_code": f"class Solution:\n    def {fn_name}(self, *args):\n        ",
+            "public_test_cases": json.dumps(tests[:1]), "private_test_cases": encode_private(tests[1:]),
+            "metadata": json.dumps({"func_name": fn_name})}
+
+
+_D5000 = "1" + "0" * 4998 + "7"  # 10**4999 + 7: over Python's 4,300-digit default, under LiveCodeBench's 50,000
+_D10K = "9" * 10_000
+BIG_INT_CASES = {  # name: (program, inputs, outputs)
+    "a 5,000-digit answer": ("class Solution:\n    def f(self, k):\n        return 10 ** k + 7\n",
+                             ["4999", "3"], [_D5000, "1007"]),
+    "the same answer, last digit wrong": ("class Solution:\n    def f(self, k):\n        return 10 ** k + 8\n",
+                                          ["4999"], [_D5000]),
+    "a 10,000-digit argument, echoed": ("class Solution:\n    def f(self, n):\n        return n\n", [_D10K], [_D10K]),
+    "two 10,000-digit arguments, their 20,000-digit product": (
+        "class Solution:\n    def f(self, a, b):\n        return a * b\n", [f"{_D10K}\n{_D10K}"], ["<product>"]),
+    "a tuple of big ints against a list": ("class Solution:\n    def f(self, n):\n        return (n, n + 1)\n",
+                                           [_D5000], [f"[{_D5000}, {_D5000[:-1]}8]"]),
+    "a 60,000-digit return value where a small one is expected": (
+        "class Solution:\n    def f(self, k):\n        return 10 ** k\n", ["60000"], ["5"]),
+}
+
+
+def _big_case(name):
+    code, inputs, outputs = BIG_INT_CASES[name]
+    if outputs == ["<product>"]:  # 10**20000 - 2 * 10**10000 + 1, written out (str() would hit the limit)
+        outputs = ["9" * 9_999 + "8" + "0" * 9_999 + "1"]
+    return code, inputs, outputs
+
+
+@pytest.mark.parametrize("name", list(BIG_INT_CASES))
+def test_functional_big_ints_get_livecodebenchs_verdict(tmp_path, name):
+    """A LiveCodeBench functional row with integers over Python's 4,300-digit default loads (its answer is
+    written out with every digit) and the sandbox's verdict equals the restated testing_util's."""
+    from resrl.tasks.code.reward import run_tests
+
+    code, inputs, outputs = _big_case(name)
+    want = lcb_call_verdict(code, inputs, outputs, "f")
+    (problem,) = load_problems(write_jsonl(tmp_path / "lcb.jsonl", [_lcb_functional_row(inputs, outputs)]))
+    got = run_tests(code, problem.answer, 10.0)
+    assert got.passed == want, (name, want, got.error)
+    expected_verdict = not name.startswith(("the same answer", "a 60,000"))
+    assert want == expected_verdict  # the cases are what their names say, for LiveCodeBench too
+
+
+def test_a_functional_answer_over_livecodebenchs_limit_is_refused_naming_the_row(tmp_path):
+    """Over 50,000 digits LiveCodeBench's json.loads fails, and with it the whole problem (no program can
+    pass); here the row is refused when the file loads, naming file, row and test (deliberate: the data
+    cannot be judged). Restated LiveCodeBench gives 0 to the right program."""
+    over = "1" + "0" * 50_000
+    code = "class Solution:\n    def f(self, k):\n        return 10 ** k\n"
+    assert lcb_call_verdict(code, ["50000"], [over], "f") is False
+    with pytest.raises(DataError, match=r"over.jsonl: row 1: the output of functional test 0: an integer of 50001 digits"):
+        load_problems(write_jsonl(tmp_path / "over.jsonl", [_lcb_functional_row(["50000"], [over])]))
+    with pytest.raises(DataError, match=r"arg.jsonl: row 1: test 0: a functional test input: an integer of 50001"):
+        load_problems(write_jsonl(tmp_path / "arg.jsonl", [_lcb_functional_row([over], ["1"])]))
+
+
+def test_big_int_tests_load_from_any_row_and_score_through_the_reward(tmp_path):
+    """The other places a tests object is written out: a `{"problem", "tests"}` row whose tests (JSON text)
+    hold a 6,000-digit answer, and a tests dict handed to the training reward as the answer."""
+    from resrl.tasks.code.reward import run_tests
+    from resrl.tasks.rewards import load_reward_function
+
+    answer = "1" + "0" * 5_999
+    tests_text = '{"fn_name": "f", "inputs": [[5999]], "outputs": [' + answer + '], "compare": "exact"}'
+    (problem,) = load_problems(write_jsonl(tmp_path / "mine.jsonl", [{"problem": "10 ** k", "tests": tests_text}]))
+    assert answer in problem.answer
+    assert run_tests("def f(k):\n    return 10 ** k\n", problem.answer, 10.0).passed
+    assert not run_tests("def f(k):\n    return 10 ** k + 1\n", problem.answer, 10.0).passed
+    reward = load_reward_function("code", timeout_s=10.0, num_workers=1)
+    try:
+        as_dict = parse_tests(tests_text)
+        as_dict = {k: v for k, v in as_dict.items() if k != "format"}
+        assert reward(["```python\ndef f(k):\n    return 10 ** k\n```"], [as_dict]) == [1.0]
+    finally:
+        reward.close()
+
+
+def test_dumps_json_writes_every_digit_and_reads_back():
+    """`dumps_json` (the answer of a code problem) against `loads_json`: ints past the process's limit at any
+    depth, negative ones, strings that look like its placeholders; json.dumps's own text when it can."""
+    import sys
+    from decimal import Decimal
+
+    from resrl.tasks.code.sandbox.code_tests import dumps_json, loads_json
+
+    big = int(Decimal("7" * 12_000))
+    value = {"outputs": [[big, -big, 3], {"k": [-big]}], "text": 'resrl-int-00-0 "x"', "tuple": (big,), "n": 5}
+    text = dumps_json(value, sort_keys=True, ensure_ascii=False)
+    assert ("7" * 12_000) in text and ("-" + "7" * 12_000) in text
+    back = loads_json(text)
+    assert back == {**value, "tuple": [big]}
+    small = {"a": [1, 2.5, None, True, "é"], "b": {"c": 10 ** 100}}
+    assert dumps_json(small, sort_keys=True, ensure_ascii=False) == json.dumps(small, sort_keys=True, ensure_ascii=False)
+    before = sys.get_int_max_str_digits()  # this process's limit is left as it was
+    dumps_json(value)
+    assert sys.get_int_max_str_digits() == before
+
+
 # ---- CodeForces / CodeContests / APPS ---------------------------------------------------------------
 CF_ROW = {"id": "9999A", "contest_id": "9999", "index": "A", "title": "Double", "time_limit": 1.0,
           "memory_limit": 256.0, "description": "Print twice n.", "input_format": "One integer n.",

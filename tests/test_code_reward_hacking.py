@@ -702,6 +702,291 @@ def test_nothing_of_an_item_outlives_it():
         assert left == []
 
 
+# ---- the check program's expected values (check mode, issue 52) ----------------------------------------
+# A HumanEval-style check program holds the expected values in its asserts (`assert candidate(3) == 17`).
+# The JUDGE runs it; the CANDIDATE process runs the model's program and only answers calls. If the candidate
+# shares an address space with anything that held the check program (it used to be forked from the harness
+# after the harness had read and compiled the test), the program can find the asserts in its own memory and
+# return the expected value of each call without solving anything. `mystery(n)` below has no rule: its
+# values are random per run, so only the asserts know them.
+MYSTERY_PROMPT = 'def mystery(n: int) -> int:\n    """A number that only the tests know."""\n'
+MYSTERY_ARGS = (3, 11, 27, 40, 58, 91)
+
+_FIND = (
+    "import re\n"
+    "def _find(n, texts):\n"
+    "    pat = re.compile(r'candidate\\(' + str(n) + r'\\) == (\\d+)\\n')  # a line of a check program\n"
+    "    for t in texts:\n"
+    "        m = pat.search(t) if isinstance(t, str) else None\n"
+    "        if m:\n            return int(m.group(1))\n"
+    "    return None\n")
+CHECK_LEAKS: dict[str, str] = {
+    "the Python heap (gc.get_objects(): the job, its test text)": _FIND + (
+        "import gc\n"
+        "def _texts():\n"
+        "    for o in gc.get_objects():\n"
+        "        if isinstance(o, dict):\n            yield from list(o.values())\n"
+        "        elif isinstance(o, (list, tuple)):\n            yield from list(o)\n"
+        "def mystery(n):\n    got = _find(n, _texts())\n    return -1 if got is None else got\n"),
+    "the caller frames (run_check's job, its compiled test_obj)": _FIND + (
+        "import sys\n"
+        "def _consts(code, n):\n"  # `assert candidate(n) == v` compiles to consts ..., n, v, ...
+        "    for c in code.co_consts:\n"
+        "        if hasattr(c, 'co_consts'):\n            got = _consts(c, n)\n"
+        "            if got is not None:\n                return got\n"
+        "    k = [c for c in code.co_consts if type(c) is int]\n"
+        "    return k[k.index(n) + 1] if code.co_name == 'check' and n in k[:-1] else None\n"
+        "def _walk(v, n, depth=0):\n"
+        "    if hasattr(v, 'co_consts'):\n        return _consts(v, n)\n"
+        "    if depth < 3 and isinstance(v, dict):\n"
+        "        got = _find(n, list(v.values()))\n"
+        "        if got is not None:\n            return got\n"
+        "        for w in list(v.values()):\n            got = _walk(w, n, depth + 1)\n"
+        "            if got is not None:\n                return got\n"
+        "    return None\n"
+        "def mystery(n):\n    f = sys._getframe(1)\n    while f is not None:\n"
+        "        got = _walk(dict(f.f_locals), n)\n        if got is not None:\n            return got\n"
+        "        f = f.f_back\n    return -1\n"),
+    # what scrubbing Python objects would not stop: the bytes of the test text anywhere in the address space
+    # (freed buffers included), read through /proc/self/mem
+    "raw memory (/proc/self/mem, every readable mapping)": (
+        "import ctypes, re\n"
+        "def mystery(n):\n"
+        "    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE: a forked non-dumpable child's mem is root's\n"
+        "    pat = re.compile(rb'candidate\\(' + str(n).encode() + rb'\\) == (\\d+)\\n')\n"
+        "    maps = open('/proc/self/maps').read().splitlines()\n"
+        "    with open('/proc/self/mem', 'rb', 0) as mem:\n"
+        "        for line in maps:\n            span, perms = line.split()[:2]\n"
+        "            lo, hi = (int(v, 16) for v in span.split('-'))\n"
+        "            if 'r' not in perms or hi - lo > 1 << 27:\n                continue\n"
+        "            try:\n                mem.seek(lo)\n                chunk = mem.read(hi - lo)\n"
+        "            except (OSError, ValueError, OverflowError):\n                continue\n"
+        "            m = pat.search(chunk)\n            if m:\n                return int(m.group(1))\n"
+        "    return -1\n"),
+    # a check program that logs what it expects (to stderr: line-buffered, so each line is written at
+    # once) used to write into the same capture files as the candidate, which holds them as fds 1 and 2
+    "the judge's output (a check program that logs what it expects)": (
+        "import os, re\n"
+        "def mystery(n):\n"
+        "    pat = re.compile(rb'case ' + str(n).encode() + rb': expecting (\\d+)')\n"
+        "    for fd in range(64):\n"
+        "        try:\n            data = os.pread(fd, 1 << 20, 0)\n        except OSError:\n            continue\n"
+        "        m = pat.search(data)\n        if m:\n            return int(m.group(1))\n"
+        "    return -1\n"),
+}
+CHECK_VARIANTS = ("asserts", "asserts + a log line per case on stderr")
+
+
+def mystery_check(seed: int, variant: str = CHECK_VARIANTS[0]) -> tuple[dict, dict[int, int]]:
+    """A check-program tests object whose expected values are random (12 digits) and its table."""
+    import random
+
+    rng = random.Random(seed)
+    table = {n: rng.randrange(10 ** 11, 10 ** 12) for n in MYSTERY_ARGS}
+    log = variant == CHECK_VARIANTS[1]
+    test = ("import sys\n" if log else "") + "\n\nMETADATA = {'author': 'resrl', 'dataset': 'test'}\n\n\n" + (
+        "def check(candidate):\n") + "".join(
+        (f"    print('case {n}: expecting {v}', file=sys.stderr)\n" if log else "")
+        + f"    assert candidate({n}) == {v}\n" for n, v in table.items())
+    return {"entry_point": "mystery", "test": test, "prompt": MYSTERY_PROMPT}, table
+
+
+@pytest.fixture(scope="module")
+def check_leak_table():
+    """{attack: {"run_tests": passed, "reward": reward}} plus the controls: a program that knows the table
+    (the machinery does give reward for the right values) and one that returns -1 (it does not otherwise)."""
+    import random
+
+    from resrl.tasks.code.reward import run_tests
+    from resrl.tasks.code.sandbox.runner import SandboxLimits
+    from resrl.tasks.rewards import load_reward_function
+
+    limits = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
+    out = {}
+    reward = load_reward_function("code", timeout_s=5.0, num_workers=2)
+    try:
+        for variant in CHECK_VARIANTS:
+            tests, table = mystery_check(random.randrange(1 << 30), variant)
+            programs = dict(CHECK_LEAKS)
+            programs["control: knows the table"] = f"def mystery(n):\n    return {table!r}[n]\n"
+            programs["control: returns -1"] = "def mystery(n):\n    return -1\n"
+            for name, code in programs.items():
+                res = run_tests(code, tests, 5.0, limits=limits)
+                out[variant, name] = {"run_tests": res.passed, "error": res.error}
+            values = reward([f"```python\n{code}```" for code in programs.values()], [json.dumps(tests)] * len(programs))
+            for name, v in zip(programs, values):
+                out[variant, name]["reward"] = v
+    finally:
+        reward.close()
+    return out
+
+
+@pytest.mark.parametrize("variant", CHECK_VARIANTS)
+@pytest.mark.parametrize("name", list(CHECK_LEAKS))
+def test_the_candidate_cannot_read_the_check_programs_answers(check_leak_table, name, variant):
+    row = check_leak_table[variant, name]
+    assert row["run_tests"] is False and row["reward"] == 0.0, row
+
+
+@pytest.mark.parametrize("variant", CHECK_VARIANTS)
+def test_the_check_leak_controls(check_leak_table, variant):
+    """The same tests object gives reward to a program that returns the expected values (so a 0 above is
+    the sandbox's doing) and none to one that returns a wrong value."""
+    assert check_leak_table[variant, "control: knows the table"]["run_tests"] is True
+    assert check_leak_table[variant, "control: knows the table"]["reward"] == 1.0
+    assert check_leak_table[variant, "control: returns -1"]["run_tests"] is False
+    assert check_leak_table[variant, "control: returns -1"]["reward"] == 0.0
+
+
+def test_a_check_program_that_does_not_compile_is_an_error_naming_it():
+    """The judge, which alone reads the check program now, reports a broken one as the harness did."""
+    from resrl.tasks.code.reward import run_tests
+
+    tests = {"entry_point": "mystery", "test": "def check(candidate)\n    assert candidate(1) == 1\n"}
+    res = run_tests("def mystery(n):\n    return n\n", tests, 5.0)
+    assert not res.passed and res.statuses == ["error"], res
+    assert "the test program does not compile: SyntaxError" in res.error, res.error
+
+
+def _plain_run(code: str, *args: str) -> list:
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-I", "-c", code, *args], capture_output=True, timeout=120)
+    assert out.returncode == 0, out.stderr.decode()[-800:]
+    return json.loads(out.stdout.decode().strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("name", list(CHECK_LEAKS))
+def test_the_check_leaks_are_live_where_the_test_is_in_memory(name):
+    """Outside the sandbox, in a process shaped as the old harness was (a `run_check(job)` frame holding
+    the job and the compiled test, the program exec'd below it; for the output attack, stderr a file
+    holding the check program's log), every attack returns the expected values: their 0 in the sandbox
+    is not a broken attack."""
+    tests, table = mystery_check(7, CHECK_VARIANTS[1])
+    log = "".join(f"case {n}: expecting {v}\n" for n, v in table.items())
+    host = ("import json, os, sys, tempfile\n"
+            "if 'output' in sys.argv[-1]:  # the judge's log in a file on fd 2, as the capture files were\n"
+            "    f = tempfile.TemporaryFile()\n"
+            f"    f.write({log!r}.encode())\n    f.flush()\n    os.dup2(f.fileno(), 2)\n"
+            "def run_check(job):\n"
+            "    test_obj = compile(job['test'], 'test.py', 'exec')\n"
+            "    scope = {'__name__': 'solution'}\n"
+            "    exec(job['code'], scope)\n"
+            f"    return [scope['mystery'](n) for n in {list(MYSTERY_ARGS)!r}]\n"
+            f"print(json.dumps(run_check({{'code': {CHECK_LEAKS[name]!r}, 'test': {tests['test']!r}}})))\n")
+    assert _plain_run(host, name) == [table[n] for n in MYSTERY_ARGS]
+
+
+def test_the_raw_memory_attack_finds_what_no_python_object_holds():
+    """Why the fix cannot be scrubbing Python objects (deleting the test text, the job, the compiled code):
+    with the test text only in raw memory (written byte by byte into a C buffer, no str or bytes of it),
+    the Python-object attacks find nothing and the raw-memory one still returns every expected value."""
+    tests, table = mystery_check(11)
+    hidden = [b ^ 0x5A for b in tests["test"].encode()]
+    results = {}
+    for name, code in CHECK_LEAKS.items():
+        host = ("import ctypes, json\n"
+                f"KEY = {hidden!r}\n"
+                "buf = ctypes.create_string_buffer(len(KEY))\n"
+                "for i, b in enumerate(KEY):\n    buf[i] = b ^ 0x5A\n"
+                "del KEY\n"
+                "scope = {'__name__': 'solution'}\n"
+                f"exec({code!r}, scope)\n"
+                f"print(json.dumps([scope['mystery'](n) for n in {list(MYSTERY_ARGS)!r}]))\n")
+        results[name] = _plain_run(host)
+    want = [table[n] for n in MYSTERY_ARGS]
+    raw = "raw memory (/proc/self/mem, every readable mapping)"
+    assert results[raw] == want, results
+    assert all(got == [-1] * len(MYSTERY_ARGS) for name, got in results.items() if name != raw), results
+
+
+# ---- the other modes: expected outputs and other tests' inputs (issue 52) -----------------------------------
+# In stdin/stdout, function-call and function-level items the parent compares: no expected output is ever
+# sent into the sandbox. A program that scans its whole address space (/proc/self/mem) and every open
+# descriptor finds none, and a stdin/stdout or function-call test finds no input but its own (the harness
+# keeps only offsets into the job memfd and copies one input at a time in the kernel). A function-level
+# item's single child answers every input in turn and reads them from the job memfd, so it can see them
+# all: that gives it nothing it is not handed anyway, and no expected output.
+_SCAN = (
+    "import ctypes, os, re\n"
+    "def _scan(prefix):\n"
+    "    ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE, so that /proc/self/mem is ours\n"
+    "    pat = re.compile(prefix.encode() + rb'Q[0-9]{9}Z')\n"
+    "    found = set()\n"
+    "    with open('/proc/self/mem', 'rb', 0) as mem:\n"
+    "        for line in open('/proc/self/maps').read().splitlines():\n"
+    "            span, perms = line.split()[:2]\n"
+    "            lo, hi = (int(v, 16) for v in span.split('-'))\n"
+    "            if 'r' not in perms or hi - lo > 1 << 27:\n                continue\n"
+    "            try:\n                mem.seek(lo)\n                chunk = mem.read(hi - lo)\n"
+    "            except (OSError, ValueError, OverflowError):\n                continue\n"
+    "            found.update(m.group(0).decode() for m in pat.finditer(chunk))\n"
+    "    for fd in range(64):\n"
+    "        try:\n            found.update(m.group(0).decode() for m in pat.finditer(os.pread(fd, 1 << 22, 0)))\n"
+    "        except OSError:\n            pass\n"
+    "    return sorted(x[::-1] for x in found)  # reversed: what it reports does not match the pattern itself\n")
+
+
+def _markers(prefix: str, k: int, seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    return [f"{prefix}Q{rng.randrange(10 ** 8, 10 ** 9)}Z" for _ in range(k)]
+
+
+def _one_test(mode: str, x: str, y: str) -> dict:
+    if mode == "stdio":
+        return {"inputs": [x + "\n"], "outputs": [y]}
+    if mode == "call":
+        return {"fn_name": "f", "inputs": [[x]], "outputs": [y]}
+    return {"entry_point": "f", "inputs": [[x]], "outputs": [y]}
+
+
+def _answering(mode: str, expr: str) -> str:
+    if mode == "stdio":
+        return f"import sys\nsys.stdin.read()\nprint({expr})\n"
+    return f"def f(x):\n    return {expr}\n"
+
+
+@pytest.mark.parametrize("mode", ["stdio", "call", "fn"])
+def test_no_mode_puts_the_expected_output_within_the_programs_reach(mode):
+    """The attack: scan memory and descriptors for the expected output and answer with it. It earns 0;
+    a program that knows the answer earns 1 on the same tests (the tests are passable)."""
+    import random
+
+    from resrl.tasks.code.reward import run_tests
+    from resrl.tasks.code.sandbox.runner import SandboxLimits
+
+    seed = random.randrange(1 << 30)
+    (x,), (y,) = _markers("IN", 1, seed), _markers("OUT", 1, seed + 1)
+    tests = _one_test(mode, x, y)
+    limits = SandboxLimits(memory_mb=512, processes=16, output_kb=64, tmpfs_mb=8)
+    attack = _SCAN + _answering(mode, "([v[::-1] for v in _scan('OUT')] or ['nothing'])[0]")
+    res = run_tests(attack, tests, 5.0, limits=limits)
+    assert not res.passed and res.statuses == ["wrong"], res
+    assert run_tests(_answering(mode, repr(y)), tests, 5.0, limits=limits).passed
+
+
+@pytest.mark.parametrize("mode", ["stdio", "call"])
+def test_a_test_sees_no_input_but_its_own(mode):
+    """Three tests with marked inputs; each test's program reports every input marker in its memory and
+    descriptors: only its own (the earlier tests' inputs are gone, the later ones never came)."""
+    import ast
+
+    from resrl.tasks.code.sandbox.runner import SandboxLimits, run_job
+
+    ins = _markers("IN", 3, 5)
+    report = _SCAN + _answering(mode, "_scan('IN')")
+    job = ({"code": report, "mode": "stdio", "inputs": [x + "\n" for x in ins]} if mode == "stdio" else
+           {"code": report, "mode": "call", "fn_name": "f", "inputs": [[x] for x in ins]})
+    out = run_job({**job, "output_cap_bytes": 1 << 16}, SandboxLimits(memory_mb=512, processes=16), test_timeout_s=10.0,
+                  total_timeout_s=60.0)
+    assert len(out.records) == 3, out
+    for x, record in zip(ins, out.records):
+        seen = json.loads(record["ret"]) if mode == "call" else ast.literal_eval(record["stdout"].strip())
+        assert [v[::-1] for v in seen] == [x], (x, record)
+
+
 # ---- the situation a run claims (CI runs this module as root, as a user and from the wheel) ---------------
 SITUATION_ENV = "RESRL_SANDBOX_SITUATION"  # "root" | "nonroot" | "wheel" (unset: whatever this is)
 

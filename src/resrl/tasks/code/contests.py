@@ -106,8 +106,10 @@ def _functional_args(text: str, where: str) -> list:
 
     try:
         return [loads_json(line) for line in text.split("\n") if line.strip()]
-    except ValueError:  # not JSON, or an int over LiveCodeBench's 50,000 digits
+    except json.JSONDecodeError:
         raise DataError(f"{where}: a functional test input is not JSON values, one per line") from None
+    except ValueError as exc:  # an int over 50,000 digits: LiveCodeBench's json.loads fails on it too
+        raise DataError(f"{where}: a functional test input: {exc}") from None
 
 
 def lcb_row_to_problem(row: dict, index: int, source: str, where: str):
@@ -145,8 +147,10 @@ def lcb_row_to_problem(row: dict, index: int, source: str, where: str):
         for i, t in enumerate(tests):
             try:
                 outputs.append(loads_json(t["output"]))
-            except ValueError:
+            except json.JSONDecodeError:
                 raise DataError(f"{where}: the output of functional test {i} is not JSON") from None
+            except ValueError as exc:  # an int over 50,000 digits: LiveCodeBench's json.loads fails on it too
+                raise DataError(f"{where}: the output of functional test {i}: {exc}") from None
         spec = {"fn_name": fn, "inputs": [_functional_args(t["input"], f"{where}: test {i}") for i, t in enumerate(tests)],
                 "outputs": outputs, "compare": "exact", "prelude": "lcb"}
     else:
@@ -306,7 +310,9 @@ def apps_row_to_problem(row: dict, index: int, source: str, where: str):
 
 
 def _answer(tests: dict) -> str:
-    return json.dumps({k: v for k, v in tests.items() if k != "format" and not k.startswith("_")}, sort_keys=True,
+    from resrl.tasks.code.sandbox.code_tests import dumps_json  # ints of up to 50,000 digits (LiveCodeBench's)
+
+    return dumps_json({k: v for k, v in tests.items() if k != "format" and not k.startswith("_")}, sort_keys=True,
                       ensure_ascii=False)
 
 

@@ -120,6 +120,7 @@ def code_row_to_problem(row: dict, index: int, source: str, where: str):
     """One code row -> Problem (answer = canonical tests JSON). ValueError prefixed with `where`."""
     from resrl.data.problem import Problem, check_chat as _check_chat
     from resrl.tasks.code.reward import parse_tests
+    from resrl.tasks.code.sandbox.code_tests import dumps_json
 
     from resrl.tasks.code.contests import contest_row_kind, contest_row_to_problem
 
@@ -165,8 +166,8 @@ def code_row_to_problem(row: dict, index: int, source: str, where: str):
         info = row.get("extra_info") if isinstance(row.get("extra_info"), dict) else {}
         pid = str(row.get("id", info.get("id", info.get("index", f"{source}-{index}"))))
         data_source = str(row.get("data_source") or source)
-    answer = json.dumps({k: v for k, v in tests.items() if k != "format" and not k.startswith("_")}, sort_keys=True,
-                        ensure_ascii=False)
+    answer = dumps_json({k: v for k, v in tests.items() if k != "format" and not k.startswith("_")}, sort_keys=True,
+                        ensure_ascii=False)  # ints of up to 50,000 digits, as parse_tests reads them
     return Problem(id=pid, prompt=prompt, answer=answer, data_source=data_source, extra=extra)
 
 

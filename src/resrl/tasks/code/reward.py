@@ -53,7 +53,7 @@ from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from resrl.errors import InputError
-from resrl.tasks.code.sandbox.code_tests import (FORMATS, PRELUDES, call_output_matches, expected_values,
+from resrl.tasks.code.sandbox.code_tests import (FORMATS, PRELUDES, call_output_matches, dumps_json, expected_values,
                                                  fn_output_matches, fn_record_matches, normalize_output, parse_tests,
                                                  stdout_matches, value_cap)
 from resrl.tasks.code.sandbox.runner import SandboxLimits, run_job
@@ -399,7 +399,7 @@ class CodeReward:
         start = time.perf_counter()
         hits0 = self.executor.stats["cache_hits"]
         codes = [extract_code(str(c)) for c in completions]
-        tests = [self._tests(a if isinstance(a, str) else json.dumps(a), i) for i, a in enumerate(answers)]
+        tests = [self._tests(a if isinstance(a, str) else dumps_json(a), i) for i, a in enumerate(answers)]
         results = self.executor.run_many(list(zip(codes, tests)))
         n = max(1, len(results))
         self.last_stats = {

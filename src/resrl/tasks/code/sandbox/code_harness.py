@@ -26,7 +26,10 @@ What it does, in order:
    every process left in the namespace, so nothing a test started lives on into the next test;
 6. sends one JSON line per test on the result pipe (status, the tail of stderr), followed by the
    raw bytes of stdout / the return value's JSON when there are any (`"raw": n`). Expected outputs
-   never enter this process: the parent compares them.
+   never enter this process: the parent compares them. Nor does a check program (the asserts of a
+   HumanEval-style test hold the expected values): it lies in the job memfd outside the header,
+   and only the judge process reads it, after the process that runs the program was forked
+   (`code_harness_modes`), so the program cannot find it in its own memory.
 """
 
 import marshal

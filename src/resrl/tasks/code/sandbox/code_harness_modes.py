@@ -19,6 +19,15 @@ check: an assert-based test program `check(candidate)`, run in a JUDGE process t
     else (no record, a second byte, a signal, a non-zero exit, a timeout) is a failure. The judge
     is non-dumpable, so the candidate process (same uid) cannot ptrace it, read its memory or open
     its fds through /proc; it can only kill or stop it, which fails the test.
+
+    The check program holds the expected values (`assert candidate(x) == expected`), so it must never be
+    in the candidate's address space: the program could find the asserts there (gc, the frames
+    above it, /proc/self/mem) and return the expected values without solving anything. It is not in
+    the job header the harness loads (`runner._job_memfd` puts it beside the inputs); the candidate
+    is forked first, from a harness that never read it, and closes the job memfd; only then is the
+    judge forked, and the judge alone reads it. The judge's stdout / stderr are files made after
+    the candidate's fork (a check program that prints what it expects, or a warning, reaches
+    nobody the candidate can read), like its verdict pipe.
 """
 
 import marshal
@@ -262,21 +271,22 @@ def _read_exact(fd, n):
     return b"".join(chunks)
 
 
-def _enter_child(ctx, close, cpu_s):
+def _enter_child(ctx, close, cpu_s, out_fd, err_fd):
     """The set-up both forked processes of a check run share: own process group, only their own
-    pipe ends, the work directory, captured stdout/stderr and their CPU limit."""
+    pipe ends, the work directory, their own captured stdout/stderr and their CPU limit."""
     os.setpgid(0, 0)
     for fd in close:
         os.close(fd)
     os.chdir(ctx["work"])
-    _redirect(ctx["out_fd"], ctx["err_fd"])
+    _redirect(out_fd, err_fd)
     resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s + 1))
 
 
 def _candidate(ctx, req_r, resp_w, cpu_s, close):
-    """The process that holds the program: answers calls until the judge closes the pipe."""
+    """The process that holds the program: answers calls until the judge closes the pipe. Forked
+    before anything of the check program entered the harness (module docstring)."""
     try:
-        _enter_child(ctx, close, cpu_s)
+        _enter_child(ctx, close, cpu_s, ctx["out_fd"], ctx["err_fd"])
         encode = ctx["values"].encode
         try:
             fn, load_error = _load(ctx), None
@@ -306,12 +316,41 @@ class CandidateError(Exception):
     """The program raised (or failed to load) during a call from the check program."""
 
 
-def _judge(ctx, test_obj, prompt_obj, req_w, resp_r, verdict_w, cpu_s, close):
-    """Runs the check program; never runs the program's code."""
+def _read_test(job):
+    """The check program's text, from the job memfd (the judge's only copy: module docstring)."""
+    offset, size = job["test_at"]
+    chunks = []
+    while size:
+        data = os.pread(job["job_fd"], min(size, 1 << 20), offset)
+        if not data:
+            break
+        chunks.append(data)
+        offset += len(data)
+        size -= len(data)
+    return b"".join(chunks).decode("utf-8", "surrogatepass")
+
+
+def _judge(ctx, req_w, resp_r, verdict_w, out_fd, err_fd, cpu_s, close):
+    """Runs the check program; never runs the program's code. It reads the check program itself,
+    after the candidate's fork: nothing the candidate shares memory with ever held it."""
     status = 1
     try:
         h._not_dumpable()
-        _enter_child(ctx, close, cpu_s)
+        _enter_child(ctx, close, cpu_s, out_fd, err_fd)
+        job = ctx["job"]
+        try:
+            source = _read_test(job)
+        finally:
+            os.close(job["job_fd"])
+        try:
+            test_obj = compile(source, "test.py", "exec")
+        except BaseException as exc:  # noqa: BLE001 - the data's test program is broken
+            _write_all(2, ("the test program does not compile: " + _exc_text(exc)).encode("utf-8", "replace"))
+            os._exit(1)
+        try:
+            prompt_obj = compile(job["prompt"], "prompt.py", "exec") if job.get("prompt") else None
+        except BaseException:  # noqa: BLE001
+            prompt_obj = None
         decode, cap = ctx["values"].decode, ctx["out_cap"]
 
         def candidate(*args, **kwargs):
@@ -369,16 +408,6 @@ def run_check(ctx):
     # candidate could die of SIGXCPU first and its judge report an error instead of a timeout.
     cpu_s = math.ceil(limit) + 1
     h._rewind((ctx["out_fd"], ctx["err_fd"]))
-    try:
-        test_obj = compile(job["test"], "test.py", "exec")
-    except BaseException as exc:  # noqa: BLE001 - the data's test program is broken
-        h._send(ctx["result_fd"], {"i": 0, "status": "error", "seconds": 0.0,
-                                   "error": "the test program does not compile: " + _exc_text(exc)})
-        return
-    try:
-        prompt_obj = compile(job["prompt"], "prompt.py", "exec") if job.get("prompt") else None
-    except BaseException:  # noqa: BLE001
-        prompt_obj = None
     oom_before = h.oom_kills(ctx["oom"])
     extra = [ctx["oom"]] if ctx["oom"] is not None else []
     req_r, req_w = os.pipe()
@@ -395,18 +424,20 @@ def run_check(ctx):
         _candidate(ctx, req_r, resp_w, cpu_s, [req_w, resp_r, ctx["result_fd"], job["job_fd"]] + extra)
     os.close(req_r)
     os.close(resp_w)
-    verdict_r, verdict_w = os.pipe()  # made after the candidate's fork: it never holds this pipe
+    # made after the candidate's fork: it never holds the verdict pipe or the judge's output files
+    verdict_r, verdict_w = os.pipe()
+    judge_out, judge_err = os.memfd_create("judge-out"), os.memfd_create("judge-err")  # anonymous: no name to open
     try:
         judge = os.fork()
     except OSError as exc:
-        for fd in (req_w, resp_r, verdict_r, verdict_w):
+        for fd in (req_w, resp_r, verdict_r, verdict_w, judge_out, judge_err):
             os.close(fd)
         h._sweep(ctx["kill_all"])
         h._send(ctx["result_fd"], {"i": 0, "status": "error", "error": f"fork failed: {exc}", "seconds": 0.0})
         return
     if judge == 0:
-        _judge(ctx, test_obj, prompt_obj, req_w, resp_r, verdict_w, cpu_s,
-               [verdict_r, ctx["result_fd"], job["job_fd"]] + extra)
+        _judge(ctx, req_w, resp_r, verdict_w, judge_out, judge_err, cpu_s,
+               [verdict_r, ctx["result_fd"], ctx["out_fd"], ctx["err_fd"]] + extra)
     for fd in (req_w, resp_r, verdict_w):
         os.close(fd)
     try:
@@ -429,7 +460,11 @@ def run_check(ctx):
     finally:
         os.close(verdict_r)
     seconds = time.monotonic() - start
-    err = h._read_tail(ctx["err_fd"], 1000).decode("utf-8", "replace")
+    try:  # the judge's traceback (a failed assert, the candidate's exception), else the program's stderr
+        err = (h._read_tail(judge_err, 1000) or h._read_tail(ctx["err_fd"], 1000)).decode("utf-8", "replace")
+    finally:
+        os.close(judge_out)
+        os.close(judge_err)
     out, _ = h._read_head(ctx["out_fd"], 2000)
     record = {"i": 0, "seconds": round(seconds, 4), "stdout": out.decode("utf-8", "replace")}
     cand_sig = os.WTERMSIG(cand_status) if cand_status is not None and os.WIFSIGNALED(cand_status) else None

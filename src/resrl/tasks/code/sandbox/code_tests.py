@@ -66,6 +66,44 @@ def loads_json(text: str | bytes) -> Any:
     return json.loads(text, parse_int=_parse_int)
 
 
+def _int_text(n: int) -> str:
+    """Decimal digits of an int of any size: Decimal's own conversion has no int <-> str digit limit."""
+    return str(Decimal(n))
+
+
+def dumps_json(value: Any, **kwargs: Any) -> str:
+    """json.dumps, with integers of any size: what `loads_json` reads (LiveCodeBench's tests may hold
+    answers of up to 50,000 digits; json.dumps stops at the process's limit, 4,300 by default, and this
+    process's limit is left alone). Ints too long for json.dumps are written as placeholder strings
+    (a random tag no data holds) and put back as digits."""
+    try:
+        return json.dumps(value, **kwargs)
+    except ValueError as exc:
+        if "integer string conversion" not in str(exc):
+            raise
+    import secrets
+    import sys
+
+    tag = f"resrl-int-{secrets.token_hex(12)}-"
+    digits: list[str] = []
+    # an int of b bits has about 0.30103 b digits: below 3 bits a digit of the limit, json.dumps writes it
+    big_bits = 3 * sys.get_int_max_str_digits()
+
+    def swap(v: Any) -> Any:
+        t = type(v)
+        if t is int and v.bit_length() > big_bits:
+            digits.append(_int_text(v))
+            return f"{tag}{len(digits) - 1}"
+        if t is list or t is tuple:
+            return [swap(x) for x in v]
+        if t is dict:
+            return {k: swap(x) for k, x in v.items()}
+        return v
+
+    text = json.dumps(swap(value), **kwargs)
+    return re.sub('"' + re.escape(tag) + r'(\d+)"', lambda m: digits[int(m.group(1))], text)
+
+
 def _text(value: Any, where: str) -> str:
     if isinstance(value, str):
         return value
@@ -99,6 +137,8 @@ def parse_tests(tests: Any, where: str = "tests") -> dict:
             tests = loads_json(tests)
         except json.JSONDecodeError as exc:
             raise DataError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        except ValueError as exc:  # an integer over LiveCodeBench's 50,000 digits
+            raise DataError(f"{where}: {exc}") from None
     if not isinstance(tests, dict):
         raise DataError(f"{where}: expected a JSON object, got {type(tests).__name__}")
     if "entry_point" in tests and "inputs" in tests and "test" not in tests:
@@ -401,6 +441,6 @@ def fn_record_matches(record: dict, want: Any, tests: dict, i: int) -> bool:
     return fn_output_matches(got, want, tests.get("atol", 0.0), tests.get("oracle"), tests["inputs"][i])
 
 
-__all__ = ["FORMATS", "LCB_PRELUDE", "PRELUDES", "parse_tests", "expected_values", "fn_output_matches",
+__all__ = ["FORMATS", "LCB_PRELUDE", "PRELUDES", "parse_tests", "loads_json", "dumps_json", "expected_values", "fn_output_matches",
            "fn_record_matches", "normalize_output", "stdout_matches",
            "call_output_matches", "value_cap"]

@@ -280,17 +280,24 @@ def _harness_code() -> bytes:
     return marshal.dumps(mods)
 
 
-def _job_memfd(full: dict, blobs: list[bytes]) -> int:
+def _job_memfd(full: dict, blobs: list[bytes], test: bytes | None = None) -> int:
     """The item's job as one anonymous file: three sizes (8 bytes each: the harness's code, the
-    offset and the size of the job header), the harness's code, the inputs back to back, then the
-    job header, which holds the inputs' offsets: the harness reads one input at a time, never all."""
+    offset and the size of the job header), the harness's code, the inputs back to back, the check
+    program (`test`, check mode), then the job header, which holds the offsets of the inputs and of
+    the check program: the harness reads one input at a time, never all, and never the check
+    program: only the judge process reads that (`code_harness_modes.run_check`), after the process
+    that runs the program was forked, so no process holding the program ever held the asserts."""
     code = _harness_code()
     pos = 24 + len(code)
     at = []
     for b in blobs:
         at.append((pos, len(b)))
         pos += len(b)
-    header = marshal.dumps({**full, "inputs_at": at})
+    header = {**full, "inputs_at": at}
+    if test is not None:
+        header["test_at"] = (pos, len(test))
+        pos += len(test)
+    header = marshal.dumps(header)
     fd = os.memfd_create("resrl-job", os.MFD_CLOEXEC)
     try:
         with os.fdopen(os.dup(fd), "wb") as f:
@@ -298,6 +305,8 @@ def _job_memfd(full: dict, blobs: list[bytes]) -> int:
             f.write(code)
             for b in blobs:
                 f.write(b)
+            if test is not None:
+                f.write(test)
             f.write(header)
     except BaseException:
         os.close(fd)
@@ -430,7 +439,9 @@ def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_ti
         blobs = _encode_inputs(job)
         # stdout is a file of the harness's, and so are the tests' stdin copies: room for both
         file_size = max(limits.file_size_mb << 20, out_cap + 1, max(map(len, blobs), default=0) + 1)
-        full = {k: v for k, v in job.items() if k != "inputs"}
+        # the check program (expected values in its asserts) stays out of the header the harness loads
+        full = {k: v for k, v in job.items() if k not in ("inputs", "test")}
+        test = job["test"].encode("utf-8", "surrogatepass") if job["mode"] == "check" else None
         full.update({"uid": uid, "allow_root": _allow_root(), "sandbox": iso.backend,
                      "test_timeout_s": float(test_timeout_s), "total_timeout_s": float(total_timeout_s),
                      "output_cap_bytes": out_cap, "tmpfs_bytes": tmpfs_bytes,
@@ -456,7 +467,7 @@ def run_job(job: dict, limits: SandboxLimits, *, test_timeout_s: float, total_ti
                                   "events_fd": events_fd, "name": os.path.basename(cgroup["path"])}
             except OSError:
                 full["cgroup"] = None
-        job_fd = _job_memfd(full, blobs)
+        job_fd = _job_memfd(full, blobs, test)
         fds.append(job_fd)
         harness = [sandbox_python(), "-I", "-S", "-B", "-c", _BOOT, str(job_fd), str(write_fd)]
         if legacy:
