@@ -63,6 +63,23 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("resrl.data.loaders", "load_problems"): ("resrl.tasks.data.load_problems", "0.2.0"),
     ("resrl.data.loaders", "load_benchmarks"): ("resrl.tasks.data.load_benchmarks", "0.2.0"),
     ("resrl.data.loaders", "row_to_problem"): ("resrl.tasks.data.row_to_problem", "0.2.0"),
+    # not released yet (CHANGELOG.md, "Unreleased"): an experiment is a `resrl train` config plus a start and
+    # an evaluator, one `ExperimentConfig` for every demo task
+    ("resrl.demo.config", "DemoConfig"): ("resrl.demo.config.ExperimentConfig", UNRELEASED),
+    ("resrl.demo.config", "RLConfig"): ("resrl.demo.config.ExperimentConfig (its train section: resrl train's keys)",
+                                        UNRELEASED),
+    ("resrl.demo.config", "WarmStartConfig"): ("resrl.demo.config.WarmStart", UNRELEASED),
+    ("resrl.demo.tasks", "build_task"): ("resrl.demo.tasks.DemoTask.problems", UNRELEASED),
+    ("resrl.demo.agents_task", "AgentsDemoConfig"): ("resrl.demo.agents_task.agents_config", UNRELEASED),
+    ("resrl.demo.agents_task", "StepDemo"): ("resrl.experiments.kinds.StepGames", UNRELEASED),
+    ("resrl.demo.agents_task", "WARM"): ("resrl.demo.config.START", UNRELEASED),
+    ("resrl.demo.agents_task", "DEFAULT_ALGORITHMS"): ("resrl.demo.agents_task.STEP_ALGORITHMS", UNRELEASED),
+    ("resrl.demo.webshop_task", "WebShopDemoConfig"): ("resrl.demo.webshop_task.webshop_config", UNRELEASED),
+    ("resrl.demo.arithmetic_task", "PretrainedDemoConfig"): ("resrl.demo.arithmetic_task.arithmetic_config",
+                                                             UNRELEASED),
+    ("resrl.experiments.seeds", "WARM_START"): ("resrl.demo.config.START", UNRELEASED),
+    ("resrl.experiments.method", "START"): ("resrl.demo.config.START", UNRELEASED),
+    ("resrl.experiments.seeds", "budget_args"): ("resrl.experiments.command.seed_args", UNRELEASED),
 }
 
 
