@@ -80,6 +80,19 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
     ("resrl.experiments.seeds", "WARM_START"): ("resrl.demo.config.START", UNRELEASED),
     ("resrl.experiments.method", "START"): ("resrl.demo.config.START", UNRELEASED),
     ("resrl.experiments.seeds", "budget_args"): ("resrl.experiments.command.seed_args", UNRELEASED),
+    # one step-episode evaluator (resrl.eval.steps) for every step task; a family gives its environment and scorer
+    ("resrl.experiments.kinds", "play"): ("resrl.experiments.kinds.StepsKind.play", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "evaluate_alfworld"): ("resrl.eval.steps.evaluate_episodes", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "play_episodes"): ("resrl.eval.steps.play_episodes", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "dataset_metrics"): (
+        "resrl.eval.steps.step_metrics (and resrl.tasks.alfworld.evaluate.task_type_success)", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "results_table"): ("resrl.eval.steps.results_table", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "table_from_runs"): ("resrl.eval.steps.table_from_runs", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "evaluate_webshop"): ("resrl.eval.steps.evaluate_episodes", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "play_episodes"): ("resrl.eval.steps.play_episodes", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "dataset_metrics"): (
+        "resrl.eval.steps.step_metrics (and resrl.tasks.webshop.evaluate.score_by_category)", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "results_table"): ("resrl.eval.steps.results_table", UNRELEASED),
 }
 
 

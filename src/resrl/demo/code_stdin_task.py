@@ -26,7 +26,8 @@ import random
 from dataclasses import dataclass
 
 from resrl.data.problem import Problem
-from resrl.demo.code_task import HIDDEN_INPUTS, CodeFunctionsConfig, CodeFunctionsTask, code_experiment, code_reward
+from resrl.demo.code_task import (HIDDEN_INPUTS, CodeFunctionsConfig, CodeFunctionsTask, code_experiment, code_reward,
+                                  code_target)
 
 ALPHABET = "0123456789+-*>;() inprtu"  # every character of the prompts and the targets
 INPUTS = (0, 1) + HIDDEN_INPUTS  # the two shown, then the hidden ones
@@ -49,13 +50,8 @@ def make_stdin_problem(a: int, b: int) -> Problem:
                    data_source="demo-code-stdin", extra={"target": f"print({a}*int(input())+{b})", "a": a, "b": b})
 
 
-def stdin_target(problem: Problem) -> str:
-    """The completion the warm start imitates: `print(5*int(input())+37)`."""
-    try:
-        return problem.extra["target"]
-    except KeyError:
-        raise ValueError(f"problem {problem.id!r} is not a code-stdin demo problem (no target in extra; build it "
-                         "with resrl.demo.code_stdin_task.make_stdin_problem)") from None
+# the completion the warm start imitates, `print(5*int(input())+37)`: the problem's own target, as the code task's
+stdin_target = code_target
 
 
 class CodeStdinTask(CodeFunctionsTask):

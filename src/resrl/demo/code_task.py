@@ -82,8 +82,8 @@ def code_target(problem: Problem) -> str:
     try:
         return problem.extra["target"]
     except KeyError:
-        raise ValueError(f"problem {problem.id!r} is not a demo code problem (no target in extra; build it "
-                         "with resrl.demo.code_task.make_code_problem)") from None
+        raise ValueError(f"problem {problem.id!r} is not a problem of the code demos (no target in extra; build it "
+                         "with resrl.demo.code_task.make_code_problem or code_stdin_task.make_stdin_problem)") from None
 
 
 class CodeFunctionsTask(HeldOutSplitTask):

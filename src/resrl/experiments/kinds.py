@@ -529,5 +529,12 @@ def handoff_config(task, data: dict) -> ExperimentConfig:
     return from_dict(ExperimentConfig, data, sections={name: type(getattr(own, name)) for name in ("start", "eval", "task")})
 
 
+
+def __getattr__(name: str):
+    """A name that left this module (play): an ImportError naming its new path (resrl._moved)."""
+    from resrl._moved import moved_name
+
+    raise moved_name(__name__, name)
+
 __all__ = ["handoff_config", "Start", "ExperimentKind", "GeneratedKind", "SupervisedKind", "PretrainedKind",
            "StepsKind", "StepGames", "KINDS", "kind_of", "ensure_base_model", "link_start", "format_metrics", "paired"]
