@@ -147,15 +147,15 @@ def override_keys(args: argparse.Namespace, dev: bool = False) -> list[str]:
     return [f"{ALIASES[o]}={v!r}" for o, v in values.items() if v is not None] + list(args.overrides)
 
 
-def config_from_args(args: argparse.Namespace):
-    """The demo task's ExperimentConfig with the command line's options and overrides; every
-    option checked here, before any work."""
+def config_from_args(args: argparse.Namespace, kind=None):
+    """The demo task's ExperimentConfig with the command line's options and overrides; every option
+    checked here, before any work. `kind`: the task's experiment kind (`kind_of`), where the caller has it."""
     from resrl.demo.config import with_overrides
     from resrl.demo.tasks import get_demo_task
     from resrl.experiments.kinds import kind_of
 
-    task = get_demo_task(args.task)
-    kind = kind_of(task)
+    kind = kind or kind_of(get_demo_task(args.task))
+    task = kind.task
     try:
         cfg = with_overrides(task.config(quick=args.quick), override_keys(args))
     except ConfigError as exc:
@@ -194,20 +194,16 @@ def _flag_error(args: argparse.Namespace, exc: Exception) -> ConfigError:
     return ConfigError(f"{flags[0]}: {exc}" if flags else str(exc))
 
 
-def print_config(cfg) -> str:
+def print_config(cfg, kind) -> str:
     """`--print-config`: the methods' shared `resrl train` config as YAML (what `resrl train --config`
     runs once the start exists: model.path is the start, data.train the rows it writes; each method adds
     its algorithm section and train.output_dir OUT/<method>), then the experiment's other sections as
     comments."""
     import yaml
 
-    from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.kinds import kind_of
     from resrl.experiments.layout import jsonable
 
-    task = get_demo_task(cfg.task_name)
-    kind = kind_of(task)
-    out = cfg.out
+    task, out = kind.task, cfg.out
     sections = cfg.training(data=kind.data(cfg, {"data_path": kind.ROWS_FILE}), model=f"{out}/warm_start")
     training = {name: sections.pop(name) for name in ("model", "data", "reward") if name in sections}
     training.update(sections)
@@ -234,17 +230,21 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--workers must be >= 1, got {args.workers}")
     if args.dev_eval_samples is not None and not args.grid:
         raise InputError("--dev-eval-samples: only with --grid (the dev split is where --grid chooses)")
-    cfg = config_from_args(args)  # every option checked before any process starts
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
+
+    kind = kind_of(get_demo_task(args.task))  # the task, looked up once: everything below is handed it
+    cfg = config_from_args(args, kind)  # every option checked before any process starts
     if args.print_config:
-        print(print_config(cfg), end="")
+        print(print_config(cfg, kind), end="")
         return 0
     if args.grid:
-        return run_grid(args, cfg)
+        return run_grid(args, cfg, kind)
     if args.seeds is not None:
-        return run_multiseed(args, cfg, baseline=_baseline(cfg.algorithms))
+        return run_multiseed(args, cfg, kind, baseline=_baseline(cfg.algorithms))
     from resrl.experiments.pipeline import run_experiment
 
-    run_experiment(cfg, workers=args.workers)
+    run_experiment(cfg, workers=args.workers, kind=kind)
     return 0
 
 
@@ -259,14 +259,15 @@ def seed_args(args: argparse.Namespace, algorithms: str, options=(), dev: bool =
             *(["--curve-steps", ",".join(map(str, curve))] if curve else []), *override_keys(args, dev=dev)]
 
 
-def run_multiseed(args: argparse.Namespace, cfg, baseline: str, per_seed_args=None) -> int:
+def run_multiseed(args: argparse.Namespace, cfg, kind, baseline: str, per_seed_args=None) -> int:
     """`--seeds`: one process per seed with cfg's methods in cfg.out (`run_multiseed_demo`)."""
     from resrl.experiments.jobs import default_workers
     from resrl.experiments.seeds import parse_seeds, run_multiseed_demo
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
     return run_multiseed_demo(cfg.out, seeds, seed_args(args, ",".join(cfg.algorithms)),
-                              args.workers or default_workers(len(seeds)), baseline, per_seed_args)
+                              args.workers or default_workers(len(seeds)), baseline, per_seed_args,
+                              shared_start=kind.shares_start)
 
 
 def _baseline(labels) -> str:
@@ -276,7 +277,7 @@ def _baseline(labels) -> str:
     return "grpo" if "grpo" in labels else START
 
 
-def run_grid(args: argparse.Namespace, cfg) -> int:
+def run_grid(args: argparse.Namespace, cfg, kind) -> int:
     """`resrl demo --grid KEY=V1,V2 [--seeds ...]`: each algorithm's setting chosen on the dev split of
     the first seed (one demo run in OUT/dev with every (algorithm, value), `--eval-split dev`), then
     the chosen variants over the seeds (`run_multiseed_demo`, OUT/seed-S), reported on the held-out
@@ -287,13 +288,10 @@ def run_grid(args: argparse.Namespace, cfg) -> int:
     from resrl.experiments.grid import choose_on_dev, parse_grid, write_dev_report
     from resrl.experiments.jobs import default_workers
     from resrl.experiments.seeds import parse_seeds, run_seeds
-    from resrl.experiments.kinds import kind_of
-    from resrl.demo.tasks import get_demo_task
     from resrl.train.variants import with_settings
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
-    grid = parse_grid(args.grid)
-    kind = kind_of(get_demo_task(cfg.task_name))  # (its dev split checked by config_from_args)
+    grid = parse_grid(args.grid)  # (the task's dev split checked by config_from_args)
     methods = list(cfg.algorithms)
     out = Path(cfg.out)
     labels = {m: [(pt, with_settings(m, pt)) for pt in grid] for m in methods}
@@ -314,4 +312,4 @@ def run_grid(args: argparse.Namespace, cfg) -> int:
     # the first seed's chosen runs were trained in OUT/dev: where the task's runs share their start (a
     # pretrained model), that seed evaluates them on the held-out split instead of training them again
     reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if kind.shares_start else {}
-    return run_multiseed(args, replace(cfg, algorithms=tuple(final)), baseline, per_seed_args=reuse)
+    return run_multiseed(args, replace(cfg, algorithms=tuple(final)), kind, baseline, per_seed_args=reuse)

@@ -97,7 +97,7 @@ def _kept_start(out: Path, cfg: ExperimentConfig) -> dict | None:
     return kept
 
 
-def run_experiment(cfg: ExperimentConfig, workers: int | None = None) -> dict:
+def run_experiment(cfg: ExperimentConfig, workers: int | None = None, kind: ExperimentKind | None = None) -> dict:
     """One seed, end to end (see the module docstring); returns the summary written to OUT/summary.json.
 
     workers: processes for the methods' runs (None: `check_methods`'s default). With 1 every phase runs in
@@ -111,8 +111,8 @@ def run_experiment(cfg: ExperimentConfig, workers: int | None = None) -> dict:
                                                    split_title)
     from resrl.experiments.workers import run_methods
 
-    task = get_demo_task(cfg.task_name)
-    kind = kind_of(task)
+    kind = kind or kind_of(get_demo_task(cfg.task_name))  # the task's kind, bound to it (`kind_of`)
+    task = kind.task
     workers = check_methods(cfg, kind, workers)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)

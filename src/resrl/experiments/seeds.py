@@ -92,18 +92,19 @@ def _is_override(arg: str) -> bool:
 
 
 def run_multiseed_demo(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int, baseline: str,
-                       per_seed_args: dict[int, list[str]] | None = None) -> int:
+                       per_seed_args: dict[int, list[str]] | None = None, shared_start: bool = False) -> int:
     """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`, `demo_args`: the
     task, its methods and settings), then the tables and plot (`write_multiseed`, paired with the start
     and `baseline`)."""
     summaries = run_seeds(out, seeds, demo_args, workers, per_seed_args=per_seed_args)
-    files = write_multiseed(out, summaries, baseline=baseline)
+    files = write_multiseed(out, summaries, baseline=baseline, shared_start=shared_start)
     print(files[0].read_text())
     print("wrote " + ", ".join(map(str, files)))
     return 0
 
 
-def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str = "grpo") -> list[Path]:
+def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str = "grpo",
+                    shared_start: bool = False) -> list[Path]:
     """multiseed.json, multiseed.md and passk_seeds.png (Pass@k mean and interval per policy).
 
     Paired differences are against the warm start (did RL improve the policy it started from?,
@@ -133,8 +134,7 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
     names = {"greedy": "greedy", "avg": "Avg@n", "format_rate": "format rate",
              "accuracy_formatted": "accuracy among formatted", "truncated": "truncated",
              "accuracy_finished": "accuracy among finished"}
-    task_name = summaries[seeds[0]].get("config", {}).get("task_name")
-    if task_name and _starts_pretrained(task_name):
+    if shared_start:  # every seed trains from one pretrained model (ExperimentKind.shares_start)
         what = ("its own training problems, held-out split and sampling, all from the same pretrained model: "
                 "the warm start is the base model")
     else:
@@ -308,12 +308,6 @@ def plot_training_rewards(rewards: dict, path: Path) -> Path:
     plt.close(fig)
     return path
 
-
-def _starts_pretrained(task_name: str) -> bool:
-    """Whether the demo task's runs start from a shared pretrained model (no warm start of its own)."""
-    from resrl.demo.tasks import get_demo_task
-
-    return get_demo_task(task_name).experiment == "pretrained"
 
 
 
