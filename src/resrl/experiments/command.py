@@ -18,16 +18,20 @@ from resrl.train.schema import ConfigError
 
 
 def register(subparsers) -> None:
+    import textwrap
+
     p = subparsers.add_parser(
         "demo",
         help="offline demo: an experiment on a task (--task: math, code, tools, agents, smollm2-arithmetic, ...), "
              "RL with each algorithm, report + plots",
-        description="Runs an experiment (resrl.experiments) on a demo task (--task; chained addition by default): "
-                    "a tiny Qwen3 model warm-started on the task (or, for smollm2-arithmetic, the pretrained "
-                    "SmolLM2-135M-Instruct), trained with each algorithm from the same start (same seed and "
-                    "budget), evaluated (Avg@k / Pass@k) on a held-out split; writes report.md and PNG plots. "
-                    "Fully offline. The default task on 2 CPU cores: under 10 minutes with the RL runs in "
-                    "parallel (the default); --quick: about 15-20 s.",
+        description=textwrap.fill(
+            "Runs an experiment (resrl.experiments) on a demo task (--task; chained addition by default): a tiny "
+            "Qwen3 model warm-started on the task (or, for smollm2-arithmetic, the pretrained SmolLM2-135M-Instruct), "
+            "trained with each algorithm from the same start (same seed and budget), evaluated (Avg@k / Pass@k) on a "
+            "held-out split; writes report.md and PNG plots. Fully offline. A task's experiment is a `resrl train` "
+            "config (KEY=VALUE sets any of its keys; --print-config shows it) plus a start and an evaluator. The "
+            "default task on 2 CPU cores: under 10 minutes with the RL runs in parallel (the default); --quick: "
+            "about 15-20 s.", 100),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from resrl.demo.tasks import DEFAULT_TASK, DEMO_TASKS
@@ -113,9 +117,11 @@ def task_defaults() -> str:
         section, _, name = key.partition(".")
         return cfg.train.get(section, {}).get(name) if section not in ("eval",) else getattr(cfg.eval, name)
 
-    lines = ["each task's defaults (--quick's in brackets): " + ", ".join(
+    import textwrap
+
+    lines = textwrap.wrap("each task's defaults (--quick's in brackets): " + ", ".join(
         f"{key} ({'--' + option.replace('_', '-')})" for option, key in ALIASES.items()) + "; output directory; "
-        "algorithms"]
+        "algorithms", 100)
     for name, task in DEMO_TASKS.items():
         full, quick = task.config(quick=False), task.config(quick=True)
         cells = [f"{value(full, k)} [{value(quick, k)}]" for k in ALIASES.values()]
