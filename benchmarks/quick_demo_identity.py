@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -37,13 +38,20 @@ VOLATILE = {"timings", "workers", "rl_seconds", "eval_seconds", "out", "model_di
             "total_flos", "seconds", "elapsed", "time", "model"}
 
 
+# where the checkout lies, in a traceback a record keeps (a sandboxed program's error names the harness file)
+CHECKOUT = re.compile(r'File "[^"]*?/src/resrl/')
+
+
 def _strip(obj, keys=VOLATILE):
-    """Recursively drop VOLATILE keys and every key ending in _seconds / _s."""
+    """Recursively drop VOLATILE keys and every key ending in _seconds / _s; a checkout's path in a
+    traceback is cut to src/resrl/ (two checkouts differ there, not in what they computed)."""
     if isinstance(obj, dict):
         return {k: _strip(v, keys) for k, v in obj.items()
                 if k not in keys and not k.endswith(("_seconds", "_time", "_per_second"))}
     if isinstance(obj, list):
         return [_strip(v, keys) for v in obj]
+    if isinstance(obj, str):
+        return CHECKOUT.sub('File "src/resrl/', obj)
     return obj
 
 
