@@ -110,7 +110,8 @@ class WebShopGoals:
         """report.md's title and what the task, its split and its budgets are (the steps report's table follows)."""
         env = cfg.train["env"]
         return [f"# WebShop-format demo (step layout), seed {cfg.seed}", "",
-                f"Held-out: {summary['test_games']} goals ({self.test_data if cfg.eval_split == 'test' else self.dev_data}) "
+                f"{'Held-out' if cfg.eval_split == 'test' else 'Dev split'}: {summary['test_games']} goals "
+                f"({self.test_data if cfg.eval_split == 'test' else self.dev_data}) "
                 f"asking for {summary['test_products']} products no training goal asks for; {summary['train_games']} "
                 f"training goals ({self.train_data}). Generated catalog and instructions in WebShop's format (not "
                 f"WebShop's data). Warm start: {summary.get('bc_steps', cfg.start.max_steps)} behaviour-cloning steps "
