@@ -140,6 +140,9 @@ def test_wrong_answers_earn_nothing():
         assert chain_reward([target], [p.answer]) == [1.0]
 
 
+from resrl.experiments.seeds import run_seeds as _real_run_seeds  # noqa: E402  (before any test patches it)
+
+
 def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
     """`resrl demo --seeds ... --task math-hard`: each seed's demo process gets the task."""
     import resrl.experiments.seeds as seeds
@@ -152,12 +155,22 @@ def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(seeds, "run_seeds", fake_run_seeds)
-    args = _parser().parse_args(["demo", "--seeds", "0,1", "--task", "math-hard", "--lr", "3e-4", "--out",
-                                 str(tmp_path), "eval.n=4"])
+    args = _parser().parse_args(["demo", "--seeds", "0,1", "--task", "math-hard", "--quick", "--lr", "3e-4", "--out",
+                                 str(tmp_path), "--algorithms", "grpo,grpo/train.max_steps=3", "eval.n=4"])
     with pytest.raises(RuntimeError, match="stop here"):
         run(args)
-    assert seen["args"][:2] == ["--task", "math-hard"]
+    assert seen["args"][:4] == ["--task", "math-hard", "--algorithms", "grpo,grpo/train.max_steps=3"]
     assert seen["args"][-2:] == ["train.learning_rate=0.0003", "eval.n=4"]  # the settings, as overrides, last
+    import resrl.experiments.jobs as jobs  # and each seed's command line parses back to those settings
+
+    argv = []
+    monkeypatch.setattr(seeds, "run_seeds", _real_run_seeds)
+    monkeypatch.setattr(jobs, "run_jobs", lambda js, *a, **k: argv.extend(js[0].steps[0].args) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        run(args)
+    again = _parser().parse_args(argv)
+    assert again.algorithms == "grpo,grpo/train.max_steps=3" and again.overrides == ["train.learning_rate=0.0003",
+                                                                                      "eval.n=4"]
 
 
 @pytest.mark.slow

@@ -66,8 +66,8 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     {seed: summary}. A finished seed is never rerun (resume by running the same command again).
     `subdir`: one run per seed in OUT/<subdir> instead (the grid's dev run). Inside a seed, one
     process (--workers 1) unless demo_args set --workers. `per_seed_args`: {seed: more options} for
-    some seeds (the grid's first seed reuses the dev phase's training). demo_args' KEY=VALUE
-    overrides come last, after every option."""
+    some seeds (the grid's first seed reuses the dev phase's training), given before demo_args, whose
+    KEY=VALUE overrides come last, after every option."""
     from resrl.experiments.jobs import Job, Step, run_jobs
 
     out = Path(out)
@@ -76,19 +76,13 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     def where(s: int) -> Path:
         return out / subdir if subdir is not None else seed_dir(out, s)
 
-    options = [a for a in demo_args if not _is_override(a)]
-    keys = [a for a in demo_args if _is_override(a)]
     inner = [] if "--workers" in demo_args else ["--workers", "1"]
     jobs = [Job(f"seed {s}" + (f" ({subdir})" if subdir else ""),
-                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner, *options,
-                       *(per_seed_args or {}).get(s, []), *keys],
+                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner,
+                       *(per_seed_args or {}).get(s, []), *demo_args],
                       where(s) / SUMMARY_FILE)], where(s) / "console.log") for s in seeds]
     run_jobs(jobs, workers, poll_s)
     return {s: json.loads((where(s) / SUMMARY_FILE).read_text()) for s in seeds}
-
-
-def _is_override(arg: str) -> bool:
-    return "=" in arg and not arg.startswith("-")
 
 
 def run_multiseed_demo(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int, baseline: str,
