@@ -9,10 +9,16 @@ commit before it and at the commit after it, on the same machine, then compare.
 `run` calls `python -m resrl.cli demo --task T --quick --out OUT_DIR/T` for each task (the
 installed or PYTHONPATH resrl: point PYTHONPATH at another checkout's src/ to run that one).
 `compare` checks, per task: summary.json with the timings (and the fields that name where or how
-fast it ran) removed, its config apart (a key a new version adds is listed, not a difference); every evaluation record (eval/**/samples.jsonl, timing fields removed) and
-every training log (*/metrics.jsonl, timing fields removed); a checkout's own path in a record (a code
-sandbox's traceback) is replaced by `<checkout>`. It prints one line per task and file
-kind, and exits 1 on any difference.
+fast it ran) removed, its config apart; every method's `resrl train` config as it trained
+(*/train_config.json, where it wrote and where its rows file lay removed); every evaluation record
+(eval/**/samples.jsonl, timing fields removed) and every training log (*/metrics.jsonl, timing
+fields removed); a checkout's own path in a record (a code sandbox's traceback) is replaced by
+`<checkout>`. It prints one line per task and file kind, and exits 1 on any difference.
+
+The experiment's config in summary.json is listed, not compared: its keys are how a version writes the
+experiment down (issue 53 made it a `resrl train` config plus start, eval and task sections), and
+what it sets is compared where it acts: each method's training config, its training log, its
+evaluation records and every number of summary.json.
 """
 
 from __future__ import annotations
@@ -33,13 +39,20 @@ VOLATILE = {"timings", "workers", "rl_seconds", "eval_seconds", "out", "model_di
             "total_flos", "seconds", "elapsed", "time", "model"}
 
 
+# where the checkout lies, in a traceback a record keeps (a sandboxed program's error names the harness file)
+CHECKOUT = re.compile(r'File "[^"]*?/src/resrl/')
+
+
 def _strip(obj, keys=VOLATILE):
-    """Recursively drop VOLATILE keys and every key ending in _seconds / _s."""
+    """Recursively drop VOLATILE keys and every key ending in _seconds / _s; a checkout's path in a
+    traceback is cut to src/resrl/ (two checkouts differ there, not in what they computed)."""
     if isinstance(obj, dict):
         return {k: _strip(v, keys) for k, v in obj.items()
                 if k not in keys and not k.endswith(("_seconds", "_time", "_per_second"))}
     if isinstance(obj, list):
         return [_strip(v, keys) for v in obj]
+    if isinstance(obj, str):
+        return CHECKOUT.sub('File "src/resrl/', obj)
     return obj
 
 
@@ -87,6 +100,15 @@ def _jsonl(path: Path) -> list:
             for line in path.read_text().splitlines() if line.strip()]
 
 
+def _train_config(path: Path) -> dict:
+    """A method's train_config.json without where it wrote (train.output_dir) and where its rows file lay
+    (data.train: an earlier version handed the rows in memory, a later one writes them to OUT first)."""
+    config = json.loads(path.read_text())
+    config.get("train", {}).pop("output_dir", None)
+    config.get("data", {}).pop("train", None)
+    return config
+
+
 def compare(before: Path, after: Path, md: Path | None, tasks=TASKS) -> int:
     rows, bad = [], 0
     for task in tasks:
@@ -97,11 +119,20 @@ def compare(before: Path, after: Path, md: Path | None, tasks=TASKS) -> int:
             continue
         sb, sa = (_strip(json.loads((d / "summary.json").read_text())) for d in (b, a))
         added, changed = _config_diff(sb.pop("config"), sa.pop("config"))
-        same = sb == sa and not changed
-        rows.append((task, "summary.json", ("identical" if same else "DIFFERENT")
+        same = sb == sa
+        rows.append((task, "summary.json", ("identical" if same else "DIFFERENT") + " (its config apart)"
                      + (f"; config keys added: {', '.join(added)}" if added else "")
                      + (f"; config keys changed or removed: {', '.join(changed)}" if changed else "")))
         bad += not same
+        configs_b = sorted(p.relative_to(b) for p in b.glob("*/train_config.json"))
+        if configs_b != sorted(p.relative_to(a) for p in a.glob("*/train_config.json")):
+            rows.append((task, "*/train_config.json", "DIFFERENT file sets"))
+            bad += 1
+        else:
+            diff = [str(f) for f in configs_b if _train_config(b / f) != _train_config(a / f)]
+            rows.append((task, "*/train_config.json", f"{len(configs_b)} files: "
+                         + ("identical" if not diff else "DIFFERENT " + ", ".join(diff))))
+            bad += bool(diff)
         for pattern in ("eval/**/samples.jsonl", "*/metrics.jsonl"):
             files_b = sorted(p.relative_to(b) for p in b.glob(pattern))
             files_a = sorted(p.relative_to(a) for p in a.glob(pattern))

@@ -1,5 +1,6 @@
-"""ALFWorld evaluation: metrics and the paper-layout table (hand-made records), episodes with
-scripted policies, and `resrl eval --data alfworld-synth:...` on a tiny model (files, resume)."""
+"""ALFWorld evaluation: the one step-episode evaluator (resrl.eval.steps) with the family's scorer (success
+per task type, the table's columns; hand-made records), episodes with scripted policies, and `resrl eval
+--data alfworld-synth:...` on a tiny model (files, resume)."""
 
 from __future__ import annotations
 
@@ -8,27 +9,32 @@ from pathlib import Path
 
 import pytest
 
-from resrl.tasks.alfworld.evaluate import dataset_metrics, results_table
+from resrl.eval.steps import StepScorer, results_table, step_metrics
+from resrl.tasks.alfworld.evaluate import SCORER, task_type_success
+
+SCORE = StepScorer(**SCORER)
 
 
 def _rec(kind, won, steps=10, invalid=0, fmt=0, game="g"):
-    return {"problem_id": f"{game}-{kind}", "task_type": kind, "won": won, "steps": steps, "invalid_actions": invalid,
-            "invalid_formats": fmt}
+    return {"game": f"{game}-{kind}", "problem_id": f"{game}-{kind}", "task_type": kind, "won": won, "steps": steps,
+            "invalid_actions": invalid, "invalid_formats": fmt, "reward": float(won)}
 
 
 def test_metrics_and_table_by_hand():
     recs = [_rec("pick", True, 4), _rec("pick", False, 50, 10, 5, game="h"), _rec("heat", True, 6, 1),
             _rec("cool", False, 50, 50, 50)]
-    m = dataset_metrics(recs)
+    m = {**step_metrics(recs), **task_type_success(recs)}
     assert m["success"] == 0.5 and m["episodes"] == 4 and m["games"] == 4
     assert m["per_task_type"]["pick"] == {"episodes": 2, "success": 0.5}
     assert m["per_task_type"]["heat"]["success"] == 1.0 and m["per_task_type"]["look"]["success"] is None
-    assert m["mean_steps"] == pytest.approx(110 / 4)
+    assert m["steps"] == pytest.approx(110 / 4)
     assert m["invalid_action_rate"] == pytest.approx(61 / 110) and m["invalid_format_rate"] == pytest.approx(55 / 110)
-    table = results_table({"GRPO": {"alfworld_valid_unseen": m}, "ReAct": {"alfworld-synth_valid_seen": m}})
+    table = results_table({"GRPO": {"alfworld_valid_unseen": m}, "ReAct": {"alfworld-synth_valid_seen": m}}, SCORE)
     lines = table.splitlines()
-    assert lines[0].split("|")[3:10] == [" Pick ", " Look ", " Clean ", " Heat ", " Cool ", " Pick2 ", " All "]
-    assert lines[2].startswith("| GRPO | unseen | 50.0 | – | – | 100.0 | 0.0 | – | **50.0** | 27.5 | 55.5 |")
+    assert lines[0].split("|")[3:10] == [" Pick ", " Look ", " Clean ", " Heat ", " Cool ", " Pick2 ",
+                                         " Success (Avg@1) ± s.e. "]
+    assert lines[2].startswith("| GRPO | unseen | 50.0 | – | – | 100.0 | 0.0 | – | 50.0 ± 28.9 | 50.0 | 0.500 | 27.5 | "
+                               "50.0 | 55.5 |")
     assert "| ReAct | seen (alfworld-synth) |" in lines[3]
 
 
@@ -61,30 +67,34 @@ def tiny(tmp_path_factory):
     return path, model, tok
 
 
-def test_scripted_episodes_score_exactly(alfworld_engine, alfworld_synth, tiny):
-    from resrl.tasks.alfworld.data import load_alfworld_tasks
-    from resrl.engines.multiturn import ChatRenderer
-    from resrl.tasks.alfworld import AlfWorldSpec
-    from resrl.tasks.alfworld.evaluate import play_episodes
+def test_scripted_episodes_score_exactly(alfworld_engine, alfworld_synth, tiny, tmp_path):
+    """Scripted episodes through the evaluator (environments in EnvPool workers, as training plays):
+    a walkthrough wins, a wasted step costs one invalid action, looking until the step limit loses."""
+    from resrl.eval.steps import evaluate_episodes
+    from resrl.tasks.envs import step_games
 
     _, _, tok = tiny
-    rows = load_alfworld_tasks(f"alfworld-synth:{alfworld_synth}:train")[:3]
-    walks = [json.loads(Path(r["game_file"]).read_text())["walkthrough"] for r in rows]
+    spec = f"alfworld-synth:{alfworld_synth}:train"
+    rows = step_games(spec)[:3]
+    walks = [json.loads(Path(json.loads(r["prompt"])["game_file"]).read_text())["walkthrough"] for r in rows]
     # episode 0 plays its walkthrough; 1 wastes a step on a non-command first; 2 only looks
-    spec = AlfWorldSpec(max_steps=max(len(walks[0]), len(walks[1]) + 1, 3))
-    scripts = [walks[0], ["<think>x</think><action>dance</action>"] + walks[1], ["look"] * spec.max_steps]
+    max_steps = max(len(walks[0]), len(walks[1]) + 1, 3)
+    scripts = [walks[0], ["<think>x</think><action>dance</action>"] + walks[1], ["look"] * max_steps]
     policy = _Scripted(tok, scripts)
-    recs = play_episodes([(r, 0) for r in rows], policy, ChatRenderer(tok), spec, eos_token_ids=policy.eos_token_ids,
-                         max_new_tokens=400)
+    summary = evaluate_episodes(None, tok, {"train": rows}, "alfworld", {"history_window": 2}, tmp_path,
+                                max_steps=max_steps, max_step_tokens=400, policy=policy, model_name="scripted",
+                                scorer=SCORE)
+    recs = [json.loads(line) for line in (tmp_path / "alfworld_episodes.jsonl").read_text().splitlines()]
     assert [r["won"] for r in recs] == [True, True, False]
     assert recs[0]["steps"] == len(walks[0]) and recs[0]["invalid_actions"] == 0
     assert recs[1]["steps"] == len(walks[1]) + 1 and recs[1]["invalid_actions"] == 1 and recs[1]["actions"][0] == "dance"
-    assert recs[2]["steps"] == spec.max_steps and recs[2]["invalid_actions"] == 0
-    assert recs[1]["observations"][1] == "Nothing happens." and len(recs[1]["observations"]) == recs[1]["steps"] + 1
+    assert recs[2]["steps"] == max_steps and recs[2]["invalid_actions"] == 0 and recs[2]["end"] == "max_steps"
+    assert len(recs[1]["texts"]) == recs[1]["steps"] and recs[0]["task_type"] == json.loads(rows[0]["prompt"])["task_type"]
     assert all(r["invalid_formats"] == 0 and r["truncated_generations"] == 0 for r in recs)
-    m = dataset_metrics(recs)
+    m = summary["datasets"]["train"]
     assert m["success"] == pytest.approx(2 / 3)
     assert m["invalid_action_rate"] == pytest.approx(1 / sum(r["steps"] for r in recs))
+    assert sum(t["episodes"] for t in m["per_task_type"].values()) == 3
 
 
 def _cli(*args):
@@ -102,11 +112,11 @@ def test_cli_eval_writes_reports_and_resumes(alfworld_engine, alfworld_synth, ti
             "--out", str(out), "--no-progress", "--prompt-style", "react", "--temperature", "0"]
     assert _cli(*base) == 0
     printed = capsys.readouterr().out
-    assert "| Method | Split | Pick |" in printed and "(ReAct prompt)" in printed
+    assert "| Method | Data | Pick |" in printed and "(ReAct prompt)" in printed
     episodes = (out / "alfworld_episodes.jsonl").read_text().splitlines()
     assert len(episodes) == 2
     first = json.loads(episodes[0])
-    assert first["steps"] == 2 and len(first["texts"]) == 2 and len(first["observations"]) == 3
+    assert first["steps"] == 2 and len(first["texts"]) == 2 and len(first["actions"]) == 2
     summary = json.loads((out / "alfworld_summary.json").read_text())
     assert set(summary["datasets"]) == {"alfworld-synth_valid_unseen", "alfworld-synth_valid_seen"}
     assert summary["throughput"]["new_episodes"] == 2

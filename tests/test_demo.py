@@ -21,7 +21,7 @@ def test_ks_up_to():
 def test_warm_start_stops_at_the_target_and_learns():
     import torch
 
-    from resrl.demo.config import WarmStartConfig
+    from resrl.demo.config import WarmStart
     from resrl.experiments.warmstart import warm_start
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
@@ -31,8 +31,8 @@ def test_warm_start_stops_at_the_target_and_learns():
     task = ChainAdditionTask(ChainAdditionConfig(num_terms=3, min_value=1, max_value=9, num_test=10))
     accs = iter([0.1, 0.2, 0.5, 0.9])
     seen = []
-    res = warm_start(model, tok, task.train_problems(200), WarmStartConfig(max_steps=40, batch_size=16, check_every=5,
-                                                                            target_accuracy=0.4),
+    res = warm_start(model, tok, task.train_problems(200), WarmStart(max_steps=40, batch_size=16, check_every=5,
+                                                                      target_accuracy=0.4),
                      dev_accuracy=lambda: next(accs), on_step=lambda s, loss, acc: seen.append((s, acc)))
     assert res["steps"] == 15 and res["dev_accuracy"] == [(5, 0.1), (10, 0.2), (15, 0.5)]
     assert len(seen) == 15 and all(math.isfinite(loss) for loss in res["losses"])
@@ -46,7 +46,7 @@ def memorised():
     (so evaluation counts both correct and wrong completions)."""
     import torch
 
-    from resrl.demo.config import WarmStartConfig
+    from resrl.demo.config import WarmStart
     from resrl.experiments.warmstart import warm_start
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
@@ -54,7 +54,7 @@ def memorised():
     model, tok = build_tiny_model(None, TinyModelConfig(hidden_size=32, num_hidden_layers=2, head_dim=8,
                                                         intermediate_size=64, alphabet="0123456789+="))
     problems = ChainAdditionTask(ChainAdditionConfig(num_terms=3, min_value=1, max_value=9, num_test=8)).test
-    warm_start(model, tok, problems, WarmStartConfig(max_steps=30, batch_size=8, learning_rate=1e-2, warmup_steps=5))
+    warm_start(model, tok, problems, WarmStart(max_steps=30, batch_size=8, learning_rate=1e-2, warmup_steps=5))
     return model, tok, problems
 
 
@@ -127,63 +127,110 @@ def test_interrupted_demo_evaluation_resumes_to_the_same_result(memorised, tmp_p
     assert _records(tmp_path / "resumed" / "sampled") == _records(tmp_path / "full" / "sampled")
 
 
-def test_cli_arguments_and_errors():
-    from resrl.experiments.command import config_from_args, register
+def _parser():
+    from resrl.experiments.command import register
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers(dest="command"))
-    cfg = config_from_args(parser.parse_args(["demo", "--algorithms", "grpo, resrl", "--rl-steps", "7",
-                                              "--seed", "3", "--out", "x"]))
-    assert cfg.algorithms == ("grpo", "resrl") and cfg.rl.steps == 7 and cfg.seed == 3 and cfg.out == "x"
+    return parser
+
+
+def test_cli_arguments_and_errors():
+    """The short flags are aliases of the experiment's keys (`--rl-steps` is train.max_steps, `--lr`
+    train.learning_rate, `--eval-samples` eval.n); a KEY=VALUE sets any key; a bad value is one error
+    naming the key (and the flag that set it) before any work."""
+    from resrl.experiments.command import config_from_args
+
+    parser = _parser()
+    cfg = config_from_args(parser.parse_args(["demo", "--algorithms", "grpo, resrl", "--rl-steps", "7", "--lr", "3e-4",
+                                              "--eval-samples", "4", "--seed", "3", "--out", "x"]))
+    assert cfg.algorithms == ("grpo", "resrl") and cfg.seed == 3 and cfg.out == "x"
+    assert cfg.train["train"]["max_steps"] == 7 and cfg.train["train"]["learning_rate"] == 3e-4
+    assert cfg.eval.n == 4 and cfg.eval.ks == (1, 2, 4)
+    same = config_from_args(parser.parse_args(["demo", "--algorithms", "grpo,resrl", "--seed", "3", "--out", "x",
+                                               "train.max_steps=7", "train.learning_rate=3e-4", "eval.n=4"]))
+    assert same == cfg
+    keys = config_from_args(parser.parse_args(["demo", "loss.agg=token-mean", "start.max_steps=20", "task.num_test=64"]))
+    assert keys.train["loss"] == {"agg": "token-mean"} and keys.start.max_steps == 20 and keys.task.num_test == 64
     quick = config_from_args(parser.parse_args(["demo", "--quick"]))
-    assert quick.is_quick and quick.rl.steps < cfg.rl.steps
-    with pytest.raises(ValueError, match="--rl-steps"):
+    assert quick.is_quick and quick.train["train"]["max_steps"] < cfg.train["train"]["max_steps"]
+    with pytest.raises(ValueError, match=r"--rl-steps: config key 'train.max_steps' must be >= 1"):
         config_from_args(parser.parse_args(["demo", "--rl-steps", "0"]))
-    with pytest.raises(ValueError, match="--lr"):
+    with pytest.raises(ValueError, match=r"--lr: config key 'train.learning_rate' must be > 0"):
         config_from_args(parser.parse_args(["demo", "--lr", "-1"]))
+    with pytest.raises(ValueError, match=r"--eval-samples: config key 'eval.n'"):
+        config_from_args(parser.parse_args(["demo", "--eval-samples", "0"]))
+    with pytest.raises(ValueError, match=r"unknown config key 'train.nope'"):
+        config_from_args(parser.parse_args(["demo", "train.nope=1"]))
+    with pytest.raises(ValueError, match=r"unknown config key 'start.nope'"):
+        config_from_args(parser.parse_args(["demo", "start.nope=1"]))
+    with pytest.raises(ValueError, match=r"'train.seed'.*--seed"):
+        config_from_args(parser.parse_args(["demo", "train.seed=1"]))
+
+
+def test_help_shows_each_tasks_own_defaults(capsys):
+    """`resrl demo --help` prints every task's effective defaults of the keys the short flags set."""
+    from resrl.demo.tasks import DEMO_TASKS
+
+    with pytest.raises(SystemExit):
+        _parser().parse_args(["demo", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for name, task in DEMO_TASKS.items():
+        full, quick = task.config(quick=False), task.config(quick=True)
+        cells = [f"{cfg.train['train']['max_steps']}" for cfg in (full, quick)]
+        assert (f"{name} {cells[0]} [{cells[1]}], {full.train['train']['learning_rate']} "
+                f"[{quick.train['train']['learning_rate']}], {full.eval.n} [{quick.eval.n}]; {full.out}") in text, name
+    assert "agents 40 [4], 0.0005 [0.0005], 8 [2]; runs/demo-agents" in text  # not the math task's 250, 1e-4, 16
 
 
 def test_unknown_algorithm_fails_before_any_work(tmp_path):
-    from resrl.demo.config import DemoConfig
+    from dataclasses import replace
+
+    from resrl.demo.tasks import get_demo_task
     from resrl.experiments.pipeline import run_experiment
 
     with pytest.raises(ValueError, match="--algorithms.*nope"):
-        run_experiment(DemoConfig.quick(out=str(tmp_path / "d"), algorithms=("grpo", "nope")))
+        run_experiment(replace(get_demo_task("math").config(quick=True), out=str(tmp_path / "d"),
+                               algorithms=("grpo", "nope")))
     assert not (tmp_path / "d").exists()
 
 
 def test_demo_train_config_is_a_valid_training_config(tmp_path):
-    from resrl.demo.config import DemoConfig
-    from resrl.experiments.kinds import KINDS
+    """Each method's `resrl train` config is the experiment's training keys, its algorithm over them."""
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
 
-    cfg = DemoConfig()
+    task = get_demo_task("math")
+    cfg, kind = task.config(quick=False), kind_of(task)
     for algo in cfg.algorithms:
-        tc = KINDS["supervised"].train_config(cfg, algo, {}, tmp_path)
-        tc.validate(need_model=False, need_data=False)
-        assert tc.algorithm.name == algo and tc.train.max_steps == cfg.rl.steps
-        assert tc.train.learning_rate == cfg.rl.learning_rate and tc.train.group_size == cfg.rl.group_size
-
+        tc = kind.train_config(cfg, algo, {"data_path": "rows.jsonl"}, tmp_path)
+        tc.validate(need_model=False)
+        assert tc.algorithm.name == algo and tc.train.max_steps == cfg.train["train"]["max_steps"] == 250
+        assert tc.train.learning_rate == cfg.train["train"]["learning_rate"] and tc.train.group_size == 8
+        assert tc.train.seed == cfg.seed and tc.data.train == f"{cfg.out}/rows.jsonl"
 
 
 def test_a_variant_with_several_updates_per_round_checkpoints_between_rounds(tmp_path):
-    """The demo checkpoints every rl.save_steps (10) updates, and a checkpoint falls between generation
-    rounds: a variant with 4 updates per round (train.update_prompts=4 of 16 prompts, the loss grid's)
-    checkpoints every 12 and is a valid training config (it was refused: 10 is no multiple of 4); a
-    save_steps the variant gives is its own; one update per round keeps 10."""
-    from resrl.demo.config import DemoConfig
-    from resrl.experiments.kinds import KINDS
+    """The demo checkpoints every checkpoint.save_steps (10) updates, and a checkpoint falls between
+    generation rounds: a variant with 4 updates per round (train.update_prompts=4 of 16 prompts, the
+    loss grid's) checkpoints every 12 and is a valid training config (it was refused: 10 is no multiple
+    of 4); a save_steps the variant gives is its own; one update per round keeps 10."""
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
 
-    cfg = DemoConfig()
-    assert cfg.rl.save_steps == 10 and cfg.rl.rollout_prompts == 16
-    kind = KINDS["supervised"]
+    task = get_demo_task("math")
+    cfg, kind = task.config(quick=False), kind_of(task)
+    assert cfg.train["checkpoint"]["save_steps"] == 10 and cfg.train["train"]["rollout_prompts"] == 16
+    inputs = {"data_path": "rows.jsonl"}
     for label, every in (("grpo/train.update_prompts=4", 12), ("resrl/train.update_prompts=8", 10),
                          ("grpo", 10), ("grpo/train.update_prompts=4/checkpoint.save_steps=8", 8)):
-        tc = kind.train_config(cfg, label, {}, tmp_path)
+        tc = kind.train_config(cfg, label, inputs, tmp_path)
         tc.validate(need_model=False, need_data=False)
         assert tc.checkpoint.save_steps == every, label
-    tc = kind.train_config(cfg, "grpo/train.update_prompts=4/checkpoint.save_steps=6", {}, tmp_path)
+    tc = kind.train_config(cfg, "grpo/train.update_prompts=4/checkpoint.save_steps=6", inputs, tmp_path)
     with pytest.raises(Exception, match="checkpoint.save_steps"):  # given by the method: its own, refused
         tc.validate(need_model=False, need_data=False)
+
 
 def _png(path):
     data = path.read_bytes()
@@ -204,11 +251,12 @@ def test_demo_config_survives_the_workers_json():
     from resrl.demo.tasks import get_demo_task
     from resrl.experiments.kinds import handoff_config
     from resrl.experiments.layout import config_to_dict
-    from resrl.demo.config import DemoConfig
 
-    for cfg in (DemoConfig(), DemoConfig.quick(seed=3, algorithms=("grpo", "resrl/resrl.rank=4")),
-                replace(DemoConfig.quick(), eval=replace(DemoConfig.quick().eval, ks=(1, 3)), threads=None)):
-        back = handoff_config(get_demo_task(cfg.task_name), json.loads(json.dumps(config_to_dict(cfg))))
+    task = get_demo_task("math")
+    quick = task.config(quick=True)
+    for cfg in (task.config(quick=False), replace(quick, seed=3, algorithms=("grpo", "resrl/resrl.rank=4")),
+                replace(quick, eval=replace(quick.eval, ks=(1, 3)), threads=None, curve_steps=(2, 4))):
+        back = handoff_config(task, json.loads(json.dumps(config_to_dict(cfg))))
         assert back == cfg and type(back.algorithms) is tuple and back.eval == cfg.eval
 
 
@@ -252,14 +300,19 @@ def test_bad_workers_is_one_clear_error(tmp_path, capsys):
 def test_a_failing_worker_is_one_error_naming_its_log(tmp_path):
     """A worker that cannot run (here: no saved warm start) stops the demo with an error that names
     the run and its log; the log holds the worker's own error."""
-    from resrl.demo.config import DemoConfig
+    from dataclasses import replace
+
+    from resrl.demo.tasks import get_demo_task
     from resrl.experiments.method import run_one
     from resrl.experiments.workers import run_methods
 
-    cfg = DemoConfig.quick(out=str(tmp_path / "demo"), algorithms=("grpo",))
+    cfg = replace(get_demo_task("math").config(quick=True), out=str(tmp_path / "demo"), algorithms=("grpo",))
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "demo" / "train_rows.jsonl").write_text('{"prompt": "1+2+3=", "answer": "6"}\n' * 48)
     lines = []
     with pytest.raises(RuntimeError, match=r"RL grpo.*worker\.log"):
-        run_methods(cfg.out, cfg.task_name, cfg, cfg.algorithms, run_one, workers=2, say=lines.append, poll_s=0.05)
+        run_methods(cfg.out, cfg.task_name, cfg, cfg.algorithms, run_one, workers=2, say=lines.append, poll_s=0.05,
+                    inputs={"data_path": "train_rows.jsonl"})
     assert any(line.startswith("RL grpo: started") for line in lines)  # it really ran as a worker process
     assert any(line.startswith("RL grpo: FAILED") for line in lines)
     assert "warm_start" in (tmp_path / "demo" / "grpo" / "worker.log").read_text()
@@ -308,7 +361,7 @@ def test_parallel_demo_equals_the_sequential_one(quick_sequential, tmp_path, cap
     seq_out, _ = quick_sequential
     out = tmp_path / "par"
     out.mkdir()
-    for name in ("warm_start", "start.json", "experiment.json"):
+    for name in ("warm_start", "start.json", "experiment.json", "train_rows.jsonl"):
         (shutil.copytree if (seq_out / name).is_dir() else shutil.copyfile)(seq_out / name, out / name)
     assert main(["demo", "--quick", "--out", str(out), "--workers", "3", "--seed", "1"]) == 0
     printed = capsys.readouterr().out
@@ -319,7 +372,7 @@ def test_parallel_demo_equals_the_sequential_one(quick_sequential, tmp_path, cap
     assert parallel["workers"] == 3 and sequential["workers"] == 1
     for algo in ("grpo", "w-reinforce", "resrl"):
         assert (out / algo / "result.json").is_file() and (seq_out / algo / "result.json").is_file()
-        assert f"--worker-run {algo}" in (out / algo / "worker.log").read_text()
+        assert f"-m resrl.experiments.workers {out} {algo}" in (out / algo / "worker.log").read_text()
         assert not (seq_out / algo / "worker.log").exists()
         assert f"RL + evaluate {algo}: start" in printed and f"RL + evaluate {algo}: done in" in printed
     assert "warm start: kept from an earlier run of this experiment" in printed
@@ -333,7 +386,26 @@ def test_parallel_demo_equals_the_sequential_one(quick_sequential, tmp_path, cap
     for algo in ("grpo", "resrl"):
         steps = [[{k: json.loads(line)[k] for k in ("loss", "grad_norm", "reward")}
                   for line in (o / algo / "metrics.jsonl").read_text().splitlines()] for o in (out, seq_out)]
-        assert steps[0] == steps[1] and len(steps[0]) == parallel["config"]["rl"]["steps"]
+        assert steps[0] == steps[1] and len(steps[0]) == parallel["config"]["train"]["train"]["max_steps"]
+
+
+@pytest.mark.slow
+def test_resrl_train_runs_the_printed_config(quick_sequential, tmp_path, capsys):
+    """`resrl demo --print-config` is the `resrl train` config every method trained with: `resrl train`
+    on it (the method's algorithm added) retrains the demo's GRPO run step for step."""
+    from resrl.cli import main
+
+    out, _ = quick_sequential
+    assert main(["demo", "--quick", "--seed", "1", "--out", str(out), "--print-config"]) == 0
+    config = tmp_path / "config.yaml"
+    config.write_text(capsys.readouterr().out)
+    assert main(["train", "--config", str(config), "algorithm.name=grpo", f"train.output_dir={tmp_path / 'grpo'}"]) == 0
+
+    def steps(path):
+        return [{k: json.loads(line)[k] for k in ("loss", "grad_norm", "reward", "entropy")}
+                for line in path.read_text().splitlines()]
+
+    assert steps(tmp_path / "grpo" / "metrics.jsonl") == steps(out / "grpo" / "metrics.jsonl")
 
 
 @pytest.mark.slow
@@ -383,7 +455,7 @@ def test_quick_demo_end_to_end(quick_sequential, tmp_path):
     # the RL runs logged every step through the project's trainer
     for algo in ("grpo", "w-reinforce", "resrl"):
         lines = (out / algo / "metrics.jsonl").read_text().splitlines()
-        assert len(lines) == summary["config"]["rl"]["steps"]
+        assert len(lines) == summary["config"]["train"]["train"]["max_steps"]
         last = json.loads(lines[-1])
         assert math.isfinite(last["reward"]) and math.isfinite(last["entropy"])
     assert "resrl/omega_mean" in json.loads((out / "resrl" / "metrics.jsonl").read_text().splitlines()[-1])

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from resrl.demo.agents_task import AgentsDemoConfig, games_for, split_tasks, task_of
+from resrl.demo.agents_task import CorridorGames, agents_config, games_for, split_tasks, task_of
 
 
 def test_held_out_tasks_are_disjoint_from_training_tasks():
@@ -15,7 +15,7 @@ def test_held_out_tasks_are_disjoint_from_training_tasks():
         train, test = split_tasks(7, 0.4, seed)
         assert train and test and not set(train) & set(test)
         assert len(train) + len(test) == 21  # every (length, goal) of corridors of 2..7 rooms, once
-        tr, te = games_for(AgentsDemoConfig(seed=seed))
+        tr, te = games_for(CorridorGames(), seed)
         assert {task_of(g) for g in tr} <= set(train) and {task_of(g) for g in te} == set(test)
 
 
@@ -28,9 +28,9 @@ def test_quick_agents_demo_end_to_end(tmp_path, capsys):
                  "--workers", "2"]) == 0
     printed = capsys.readouterr().out
     assert "RL runs: 2, 2 worker processes" in printed
-    for algo in ("grpo", "gigpo"):  # the runs really were processes of the job runner, `--worker-run ALGO` each
+    for algo in ("grpo", "gigpo"):  # the runs really were processes of the job runner, one worker each
         assert f"RL + evaluate {algo}: done in" in printed  # the experiment's phase line for a worker's run
-        assert f"--task agents --out {out} --worker-run {algo}" in (out / algo / "worker.log").read_text()
+        assert f"-m resrl.experiments.workers {out} {algo}" in (out / algo / "worker.log").read_text()
     # the numbers do not depend on the workers: the same experiment with its RL runs in this process
     assert main(["demo", "--task", "agents", "--quick", "--out", str(tmp_path / "one"), "--algorithms", "grpo,gigpo",
                  "--workers", "1"]) == 0
@@ -43,15 +43,16 @@ def test_quick_agents_demo_end_to_end(tmp_path, capsys):
     assert untimed(json.loads(json.dumps(one["results"]))) == untimed(summary["results"])
     for algo in ("grpo", "gigpo"):  # per round: success, invalid-format and invalid-action rates, steps
         assert json.loads(json.dumps(one["training"][algo]["rounds"])) == summary["training"][algo]["rounds"]
-    cfg = AgentsDemoConfig.quick()
+    cfg = agents_config(quick=True)
     for policy, r in summary["results"].items():
         for key in ("greedy", "avg", "avg_se", "invalid_format_rate"):
             assert 0.0 <= r[key] <= 1.0, (policy, key, r[key])
-        assert set(r["pass_at"]) == {"1", str(cfg.eval_samples)}
-        assert r["episodes"] == summary["test_games"] * cfg.eval_samples
-    for algo in ("grpo", "gigpo"):  # one training-success value per round, each a rate
+        assert set(r["pass_at"]) == {"1", str(cfg.eval.n)}
+        assert r["episodes"] == summary["test_games"] * cfg.eval.n
+    rounds = cfg.train["train"]["max_steps"] * cfg.train["train"]["update_prompts"] // cfg.train["train"]["rollout_prompts"]
+    for algo in ("grpo", "gigpo"):  # one training-success value per generation round (2 updates each), each a rate
         s = summary["training"][algo]["train_success"]
-        assert len(s) == cfg.rounds and all(0.0 <= v <= 1.0 for v in s)
+        assert len(s) == rounds == 2 and all(0.0 <= v <= 1.0 for v in s)
     train = {task_of(json.loads(line)["problem"]) for line in (out / "train_games.jsonl").read_text().splitlines()}
     test = {task_of(json.loads(line)["problem"]) for line in (out / "test_games.jsonl").read_text().splitlines()}
     assert train and test and not train & test
@@ -67,7 +68,7 @@ def test_a_failed_agents_worker_raises_one_error_naming_its_job_and_log(tmp_path
     from resrl.experiments.method import run_one
     from resrl.experiments.workers import run_methods
 
-    cfg = replace(AgentsDemoConfig.quick(), out=str(tmp_path), algorithms=("no-such-algorithm",))
+    cfg = replace(agents_config(quick=True), out=str(tmp_path), algorithms=("no-such-algorithm",))
     lines = []
     with pytest.raises(RuntimeError, match=r"RL no-such-algorithm.*exit [1-9].*worker\.log"):
         run_methods(tmp_path, cfg.task_name, cfg, cfg.algorithms, run_one, workers=2, say=lines.append,
@@ -91,7 +92,7 @@ def _play(game: str, policy, max_steps: int = 10) -> bool:
 
 
 def _demo_games(seed: int) -> list[str]:
-    train, test = games_for(AgentsDemoConfig(seed=seed))
+    train, test = games_for(CorridorGames(), seed)
     return train + test
 
 
@@ -221,10 +222,10 @@ def test_behaviour_cloning_stops_at_the_first_check_that_says_so(tmp_path):
     from resrl.experiments.warmstart import behaviour_cloning
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
-    cfg = AgentsDemoConfig(seed=0)
+    cfg = agents_config()
     base = tmp_path / "init"
-    build_tiny_model(base, TinyModelConfig(**cfg.model, seed=0))
-    games, _ = games_for(cfg)
+    build_tiny_model(base, TinyModelConfig(**cfg.start.model, seed=0))
+    games, _ = games_for(cfg.task, 0)
     seen = []
 
     def stop(model, tok):
@@ -251,10 +252,10 @@ def test_behaviour_cloning_that_misses_its_target_keeps_the_best_checked_weights
     from resrl.experiments.warmstart import behaviour_cloning
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
-    cfg = AgentsDemoConfig(seed=0)
+    cfg = agents_config()
     base = tmp_path / "init"
-    build_tiny_model(base, TinyModelConfig(**cfg.model, seed=0))
-    games, _ = games_for(cfg)
+    build_tiny_model(base, TinyModelConfig(**cfg.start.model, seed=0))
+    games, _ = games_for(cfg.task, 0)
     values, weights = [0.2, 0.9, 0.3, 0.1], []
 
     def stop(model, tok):
@@ -273,28 +274,28 @@ def test_behaviour_cloning_that_misses_its_target_keeps_the_best_checked_weights
 
 
 def test_the_steps_kind_trains_with_the_config_the_agents_demo_always_had(tmp_path):
-    """The steps kind builds its `resrl train` config as sections (the one-method toolkit's
-    `training_config`); it is the config the agents demo built from dotted strings before, key for key
-    (`train.output_dir` and the checkpoints, new, aside)."""
-    from resrl.experiments.kinds import KINDS
-    from resrl.train import load_config
-
-    cfg = AgentsDemoConfig.quick(seed=2)
-    before = load_config(None, [  # the agents demo's train_config as it was (resrl.experiments.steps, 0.2.0)
-        f"model.path={tmp_path / 'warm'}", f"data.train={tmp_path / 'train_games.jsonl'}", "reward.function=env",
-        "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", f"env.history_window={cfg.history_window}",
-        f"env.max_steps={cfg.max_steps}", f"env.max_step_tokens={cfg.max_step_tokens}", "env.num_workers=1",
-        f"train.output_dir={tmp_path / 'grpo'}", f"train.max_steps={cfg.rounds * cfg.updates_per_round}",
-        f"train.rollout_prompts={cfg.rollout_prompts}", f"train.update_prompts={cfg.rollout_prompts // cfg.updates_per_round}",
-        f"train.warmup_steps={cfg.warmup_rounds * cfg.updates_per_round}",
-        f"train.group_size={cfg.group_size}", f"train.learning_rate={cfg.learning_rate}",
-        f"train.temperature={cfg.temperature}", "train.max_prompt_length=700", f"train.seed={cfg.seed}",
-        f"loss.agg={cfg.loss_agg}", "algorithm.name=grpo", "log.progress=false", "log.report_to=[none]"]).to_dict()
+    """The agents demo's training part is a `resrl train` config: each method's is the one the agents demo
+    built from dotted strings before (0.2.0, --quick, seed 2), key for key (`train.output_dir` and the
+    checkpoints, new, aside)."""
     from dataclasses import replace
 
-    now = KINDS["steps"].train_config(replace(cfg, out=str(tmp_path)), "grpo", {"data_path": "train_games.jsonl"},
-                                      tmp_path / "grpo").to_dict()
-    assert now["checkpoint"]["save_steps"] == cfg.save_steps
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
+    from resrl.train import load_config
+
+    before = load_config(None, [  # the agents demo's train_config as it was (resrl.experiments.steps, 0.2.0)
+        f"model.path={tmp_path / 'warm'}", f"data.train={tmp_path / 'train_games.jsonl'}", "reward.function=env",
+        "env.name=resrl.envs.toy:make_toy_env", "env.layout=step", "env.history_window=0",
+        "env.max_steps=8", "env.max_step_tokens=32", "env.num_workers=1",
+        f"train.output_dir={tmp_path / 'grpo'}", "train.max_steps=4",  # 2 rounds x 2 updates
+        "train.rollout_prompts=8", "train.update_prompts=4", "train.warmup_steps=2",  # 1 round
+        "train.group_size=4", "train.learning_rate=0.0005",
+        "train.temperature=1.0", "train.max_prompt_length=700", "train.seed=2",
+        "loss.agg=token-mean", "algorithm.name=grpo", "log.progress=false", "log.report_to=[none]"]).to_dict()
+    task = get_demo_task("agents")
+    cfg = replace(task.config(quick=True), seed=2, out=str(tmp_path))
+    now = kind_of(task).train_config(cfg, "grpo", {"data_path": "train_games.jsonl"}, tmp_path / "grpo").to_dict()
+    assert now["checkpoint"]["save_steps"] == cfg.train["checkpoint"]["save_steps"] == 10
     now["checkpoint"] = before["checkpoint"]
     before["model"]["path"] = None  # the start is handed to run_training, not named in the config
     assert now == before

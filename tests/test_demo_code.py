@@ -17,7 +17,7 @@ def test_registered_with_its_own_pieces():
     task = get_demo_task("code")
     assert task.reward is code_reward and task.target is code_target and task.alphabet == ALPHABET
     assert task.config(quick=False).task_name == "code" and task.config(quick=True).task_name == "code"
-    assert task.config_type is CodeFunctionsConfig
+    assert type(task.config(quick=False).task) is CodeFunctionsConfig
 
 
 def test_generator_split_determinism_and_alphabet():

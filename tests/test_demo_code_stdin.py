@@ -16,7 +16,7 @@ from resrl.demo.tasks import get_demo_task
 def test_registered_with_its_own_pieces():
     task = get_demo_task("code-stdin")
     assert task.reward is code_reward and task.target is stdin_target and task.alphabet == ALPHABET
-    assert task.config_type is CodeStdinConfig and task.experiment == "supervised"
+    assert type(task.config(quick=False).task) is CodeStdinConfig and task.experiment == "supervised"
     assert task.config(quick=False).task_name == "code-stdin" and task.config(quick=True).task_name == "code-stdin"
 
 

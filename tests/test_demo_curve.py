@@ -62,35 +62,40 @@ def test_a_run_killed_between_a_checkpoint_and_its_keeping_keeps_it_at_the_next_
 
 
 def test_a_curve_step_must_be_a_checkpoint_step_inside_the_run():
-    from resrl.demo.config import DemoConfig
-    from resrl.experiments.kinds import KINDS
+    from resrl.demo.config import with_overrides
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
 
-    cfg = DemoConfig.quick()
-    cfg = replace(cfg, rl=replace(cfg.rl, steps=6, save_steps=2))
-    config = KINDS["supervised"].train_config(cfg, "grpo", {}, "/tmp/x")
+    task = get_demo_task("math")
+    cfg = with_overrides(task.config(quick=True), ["train.max_steps=6", "checkpoint.save_steps=2"])
+    inputs = {"data_path": "rows.jsonl"}
+    config = kind_of(task).train_config(cfg, "grpo", inputs, "/tmp/x")
     check_curve_steps(config, (2, 4))
     for bad in ((3,), (6,), (8,), (0,)):
         with pytest.raises(InputError, match=r"checkpoint step \(a multiple of checkpoint.save_steps = 2\)"):
             check_curve_steps(config, bad)
     with pytest.raises(InputError, match="curve steps"):  # checked before any run starts
-        KINDS["supervised"].train_config(replace(cfg, rl=replace(cfg.rl, curve_steps=(3,))), "grpo", {}, "/tmp/x")
+        kind_of(task).train_config(replace(cfg, curve_steps=(3,)), "grpo", inputs, "/tmp/x")
 
 
-def test_the_command_line_sets_curve_steps_where_the_kind_has_them():
-    from resrl.experiments.command import config_from_args, register
+def test_the_command_line_sets_curve_steps_for_every_kind():
+    from resrl.experiments.command import config_from_args, register, seed_args
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
-    args = parser.parse_args(["demo", "--quick", "--curve-steps", "40,20,40"])
-    assert config_from_args(args).rl.curve_steps == (20, 40)
-    with pytest.raises(InputError, match="--curve-steps: not a setting of task 'agents'"):
-        config_from_args(parser.parse_args(["demo", "--task", "agents", "--curve-steps", "2"]))
+    args = parser.parse_args(["demo", "--quick", "--rl-steps", "60", "--curve-steps", "40,20,40"])
+    assert config_from_args(args).curve_steps == (20, 40)
+    agents = config_from_args(parser.parse_args(["demo", "--task", "agents", "--quick", "--curve-steps", "2",
+                                                 "checkpoint.save_steps=2"]))
+    assert agents.curve_steps == (2,)  # every kind keeps and evaluates its curve models the same way
+    with pytest.raises(InputError, match="curve steps"):  # not a checkpoint step: refused before any work
+        config_from_args(parser.parse_args(["demo", "--task", "agents", "--quick", "--curve-steps", "3"]))
     for bad in ("0", "a", ","):
         with pytest.raises(SystemExit):
             parser.parse_args(["demo", "--curve-steps", bad])
-    from resrl.experiments.seeds import budget_args
-
-    assert budget_args(args) == ["--curve-steps", "20,40", "--quick"]  # handed on to every seed and the dev phase
+    # handed on to every seed and the dev phase, the settings as overrides last
+    assert seed_args(args, "grpo") == ["--task", "math", "--algorithms", "grpo", "--quick", "--curve-steps", "20,40",
+                                       "train.max_steps=60"]
 
 
 def _summary(seed_shift, steps=6):
@@ -101,7 +106,7 @@ def _summary(seed_shift, steps=6):
         return r
 
     s = seed_shift
-    return {"config": {"rl": {"steps": steps}},
+    return {"config": {"train": {"train": {"max_steps": steps}}},
             "results": {"warm start": res(0.1 + s), "grpo": res(0.5 + s, {2: 0.2 + s, 4: 0.4 + s}),
                         "resrl": res(0.45 + s, {2: 0.3 + s, 4: 0.35 + s})}}
 
@@ -117,6 +122,8 @@ def test_the_curve_is_aggregated_over_seeds_paired_and_plotted(tmp_path):
             write_result(seed_dir(tmp_path, seed), policy,
                          {"metrics": [{"step": i + 1, "reward": r} for i, r in enumerate(rewards)]})
     assert curve_steps(summaries) == [2, 4, 6]
+    before = {s: {**v, "config": {"rl": {"steps": 6}}} for s, v in summaries.items()}  # a kept seed's older summary
+    assert curve_steps(before) == [2, 4, 6]
     files = write_multiseed(tmp_path, summaries, baseline="grpo")
     names = [f.name for f in files]
     assert "curve_seeds.png" in names and "training_reward_seeds.png" in names
@@ -153,13 +160,13 @@ def test_a_run_keeps_and_evaluates_its_curve_models_and_resumes_them(tmp_path):
     the same numbers without training again."""
     from safetensors.torch import load_file
 
-    from resrl.demo.config import DemoConfig
+    from resrl.demo.config import with_overrides
+    from resrl.demo.tasks import get_demo_task
     from resrl.experiments.method import curve_policy, eval_dir
     from resrl.experiments.pipeline import run_experiment
 
-    base = DemoConfig.quick()
-    cfg = replace(base, out=str(tmp_path / "demo"), algorithms=("grpo",),
-                  rl=replace(base.rl, steps=6, save_steps=2, curve_steps=(2, 4)))
+    base = with_overrides(get_demo_task("math").config(quick=True), ["train.max_steps=6", "checkpoint.save_steps=2"])
+    cfg = replace(base, out=str(tmp_path / "demo"), algorithms=("grpo",), curve_steps=(2, 4))
     summary = run_experiment(cfg, workers=1)
     out = tmp_path / "demo"
     grpo = summary["results"]["grpo"]

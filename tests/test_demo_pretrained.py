@@ -9,8 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from resrl.demo.arithmetic_task import (ArithmeticConfig, ArithmeticTask, PretrainedDemoConfig, arithmetic_reward,
+from resrl.demo.arithmetic_task import (ArithmeticConfig, ArithmeticTask, arithmetic_config, arithmetic_reward,
                                         final_number, is_formatted)
+from resrl.demo.config import with_overrides
 
 
 def test_train_dev_and_held_out_never_meet():
@@ -118,9 +119,9 @@ def test_the_handoff_and_the_quick_config():
     from resrl.experiments.kinds import handoff_config
     from resrl.experiments.layout import config_to_dict
 
-    cfg = PretrainedDemoConfig.quick(seed=2)
+    cfg = replace(arithmetic_config(quick=True), seed=2)
     assert handoff_config(get_demo_task(cfg.task_name), json.loads(json.dumps(config_to_dict(cfg)))) == cfg
-    assert cfg.is_quick and cfg.task.num_test == 8 and PretrainedDemoConfig().rl.max_completion_length == 48
+    assert cfg.is_quick and cfg.task.num_test == 8 and arithmetic_config().train["train"]["max_completion_length"] == 48
 
 
 @pytest.mark.slow
@@ -129,15 +130,15 @@ def test_quick_pretrained_demo_end_to_end(tmp_path, capsys):
     with ResRL from the base model and evaluated; the summary has accuracy and format per policy."""
     pytest.importorskip("gguf")
     from resrl.experiments.layout import jsonable
-    from resrl.experiments.kinds import START as BASE
+    from resrl.demo.config import START as BASE
     from resrl.experiments.pipeline import run_experiment as run
     from resrl.models.smollm2 import smollm2_gguf_path
 
     smollm2_gguf_path()  # the package setup installs; an error here says how to install it
-    quick = PretrainedDemoConfig.quick()
+    quick = with_overrides(arithmetic_config(quick=True), ["checkpoint.save_steps=1",
+                                                           f"start.model_dir={tmp_path / 'smollm2'}"])
     # a checkpoint after step 1 whose model is kept and evaluated (the learning curve, --curve-steps)
-    cfg = replace(quick, out=str(tmp_path / "demo"), algorithms=("resrl",), model_dir=str(tmp_path / "smollm2"),
-                  rl=replace(quick.rl, save_steps=1, curve_steps=(1,)))
+    cfg = replace(quick, out=str(tmp_path / "demo"), algorithms=("resrl",), curve_steps=(1,))
     summary = run(cfg, workers=1)
     out = tmp_path / "demo"
     assert (out / "warm_start").resolve() == (tmp_path / "smollm2").resolve()
@@ -213,52 +214,58 @@ def _finished_experiment(root, cfg, algos=("grpo", "resrl")):
     result.json, model/ and the train config the run would have written."""
     from pathlib import Path
 
-    from resrl.experiments.kinds import KINDS
     from resrl.experiments.layout import run_dir, write_handoff, write_result
 
     out = Path(cfg.out)
     out.mkdir(parents=True)
     (root / "model").mkdir(exist_ok=True)
     (out / "warm_start").symlink_to((root / "model").resolve(), target_is_directory=True)
-    write_handoff(out, cfg.task_name, cfg, {})
+    write_handoff(out, cfg.task_name, cfg, ROWS)
     for algo in algos:
         d = run_dir(out, algo)
         (d / "model").mkdir(parents=True)
-        (d / "train_config.json").write_text(json.dumps(KINDS["pretrained"].train_config(cfg, algo, {}, d).to_dict(), indent=1,
-                                                               default=str))
+        (d / "train_config.json").write_text(json.dumps(_kind().train_config(cfg, algo, ROWS, d).to_dict(), indent=1,
+                                                        default=str))
         write_result(out, algo, {"metrics": [], "rl_seconds": 1.0, "eval_seconds": 1.0, "resrl_mode": None})
     return out
+
+
+ROWS = {"data_path": "train_rows.jsonl"}  # the start's inputs: where it wrote the training rows
+
+
+def _kind():
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
+
+    return kind_of(get_demo_task("smollm2-arithmetic"))
 
 
 def _new_experiment(root, name, **changes):
     from pathlib import Path
 
-    cfg = replace(PretrainedDemoConfig(), out=str(root / name), **changes)
+    cfg = replace(arithmetic_config(), out=str(root / name), **changes)
     Path(cfg.out).mkdir()
     (Path(cfg.out) / "warm_start").symlink_to((root / "model").resolve(), target_is_directory=True)
     return cfg
 
 
 def test_a_finished_training_is_reused_only_when_it_is_the_same_training(tmp_path):
-    from resrl.demo.config import RLConfig
     from resrl.errors import InputError
-    from resrl.experiments.kinds import KINDS
     from resrl.experiments.layout import run_dir
     from resrl.experiments.method import reusable_training as reusable
 
     def reusable_training(cfg, label):
-        return reusable(cfg, label, lambda d: KINDS["pretrained"].train_config(cfg, label, {}, d))
+        return reusable(cfg, label, lambda d: _kind().train_config(cfg, label, ROWS, d))
 
-    dev = _finished_experiment(tmp_path, replace(PretrainedDemoConfig(), out=str(tmp_path / "dev"), eval_split="dev"))
+    dev = _finished_experiment(tmp_path, replace(arithmetic_config(), out=str(tmp_path / "dev"), eval_split="dev"))
     # the same training, evaluated elsewhere (held-out split, more samples): reused
-    cfg = _new_experiment(tmp_path, "seed-0", reuse_training=str(dev), eval=replace(PretrainedDemoConfig().eval, n=4, ks=None))
+    cfg = _new_experiment(tmp_path, "seed-0", reuse_training=str(dev), eval=replace(arithmetic_config().eval, n=4, ks=None))
     assert reusable_training(cfg, "grpo") == run_dir(dev, "grpo")
     assert reusable_training(replace(cfg, reuse_training=None), "grpo") is None
     assert reusable_training(cfg, "nsr") is None  # not run there
     # anything that changes the training: trained afresh
     assert reusable_training(replace(cfg, seed=1), "grpo") is None
-    assert reusable_training(replace(cfg, rl=RLConfig(**{**PretrainedDemoConfig().rl.__dict__, "learning_rate": 3e-5})),
-                             "grpo") is None
+    assert reusable_training(with_overrides(cfg, ["train.learning_rate=3.0e-5"]), "grpo") is None
     assert reusable_training(replace(cfg, task=replace(cfg.task, num_terms=3)), "grpo") is None
     other = tmp_path / "other"
     other.mkdir()
@@ -281,7 +288,7 @@ def test_resume_keeps_runs_when_a_new_config_key_is_at_its_default(tmp_path):
     from resrl.experiments.layout import config_to_dict
     from resrl.experiments.workers import same_experiment
 
-    cfg = PretrainedDemoConfig()
+    cfg = arithmetic_config()
     old = config_to_dict(cfg)
     del old["reuse_training"]
     before = {"task": cfg.task_name, "config": old, "inputs": {}}
@@ -292,15 +299,15 @@ def test_resume_keeps_runs_when_a_new_config_key_is_at_its_default(tmp_path):
     assert not same_experiment(before, cfg.task_name, cfg, {"x": 1})
     # another list of methods (a grid point added): the finished runs are still this experiment's
     assert same_experiment(before, cfg.task_name, replace(cfg, algorithms=(*cfg.algorithms, "grpo/train.learning_rate=1e-4")), {})
-    # a key new in a nested section (rl.trainable_layers of the supervised demo's config)
-    from resrl.demo.config import DemoConfig
+    # a key new in a nested section (start.omega_problems of the supervised demo's config)
+    from resrl.demo.tasks import get_demo_task
 
-    demo = DemoConfig()
+    demo = get_demo_task("math").config(quick=False)
     old = config_to_dict(demo)
-    del old["rl"]["trainable_layers"]
+    del old["start"]["omega_problems"]
     before = {"task": demo.task_name, "config": old, "inputs": {}}
     assert same_experiment(before, demo.task_name, demo, {})
-    assert not same_experiment(before, demo.task_name, replace(demo, rl=replace(demo.rl, trainable_layers=2)), {})
+    assert not same_experiment(before, demo.task_name, with_overrides(demo, ["start.omega_problems=2"]), {})
 
 
 @pytest.mark.parametrize("task", ["math", "agents"])
@@ -329,7 +336,7 @@ def test_the_grid_hands_its_dev_training_to_the_first_seed(task, reuses, tmp_pat
 
     def fake_run_seeds(out, seeds, demo_args, workers, poll_s=1.0, subdir=None, per_seed_args=None):
         calls.append({"subdir": subdir, "seeds": list(seeds), "per_seed_args": per_seed_args or {},
-                      "samples": demo_args[demo_args.index("--eval-samples") + 1]})
+                      "samples": [a.split("=")[1] for a in demo_args if a.startswith("eval.n=")][-1]})
         labels = demo_args[demo_args.index("--algorithms") + 1].split(",")
         result = {"greedy": 0.5, "avg": 0.5, "pass_at": {"1": 0.5}}
         return {s: {"config": {"eval": {"n": 2}}, "results": {"warm start": result, **{lb: result for lb in labels}}}
@@ -354,7 +361,6 @@ def test_export_demo_split_writes_the_problems_the_demo_evaluates(tmp_path):
     import sys
     from pathlib import Path
 
-    from resrl.experiments.kinds import KINDS
     from resrl.tasks.data import load_problems
 
     script = Path(__file__).resolve().parents[1] / "scripts" / "export_demo_split.py"
@@ -363,8 +369,8 @@ def test_export_demo_split_writes_the_problems_the_demo_evaluates(tmp_path):
         out = tmp_path / f"{split}.jsonl"
         subprocess.run([sys.executable, str(script), "--split", split, "--seed", "1", "--out", str(out)], check=True,
                        capture_output=True)
-        cfg = replace(PretrainedDemoConfig(), seed=1, eval_split=split)
-        expected = KINDS["pretrained"].eval_problems(cfg)
+        cfg = replace(arithmetic_config(), seed=1, eval_split=split)
+        expected = _kind().eval_problems(cfg)
         loaded = load_problems(str(out))
         assert [(p.prompt, p.answer) for p in loaded] == [(p.prompt, p.answer) for p in expected]
         rows[split] = {json.dumps(p.prompt) for p in loaded}

@@ -124,5 +124,5 @@ def test_the_multiseed_table_keeps_its_columns_when_a_policy_lacks_a_metric(tmp_
     # the pretrained demo's seeds share one start, the base model; the report says so
     (tmp_path / "p").mkdir()
     pretrained = {s_: {**summary(0.2, 0.6), "config": {"task_name": "smollm2-arithmetic"}} for s_ in (0, 1)}
-    text = write_multiseed(tmp_path / "p", pretrained, baseline="grpo")[0].read_text()
+    text = write_multiseed(tmp_path / "p", pretrained, baseline="grpo", shared_start=True)[0].read_text()
     assert "the warm start is the base model" in text and "its own model initialisation" not in text

@@ -5,13 +5,11 @@ from __future__ import annotations
 import argparse
 import json
 import re
-from dataclasses import replace
 
 import pytest
 
 from resrl.data.synthetic import chain_reward, chain_target, chain_terms
-from resrl.demo.tasks import (DEFAULT_TASK, DEMO_TASKS, ChainTiersConfig, ChainTiersTask, build_task,
-                              get_demo_task)
+from resrl.demo.tasks import DEFAULT_TASK, DEMO_TASKS, ChainTiersConfig, ChainTiersTask, get_demo_task
 from resrl.errors import InputError
 
 TIERS = ((3, 10, 99), (3, 100, 999), (3, 1000, 9999))
@@ -40,16 +38,27 @@ def _check_chain(problem) -> None:
 
 
 def test_math_is_the_default_and_the_demo_as_before():
-    """`--task math` (the default) is exactly the DemoConfig the demo always had, full and --quick."""
+    """`--task math` (the default) is the experiment the demo always had, full and --quick: the tiny
+    models' `resrl train` keys, a warm start, the demo's evaluation, chained addition."""
+    from resrl.data.synthetic import ChainAdditionConfig
+    from resrl.demo.config import TINY_TRAINING, ExperimentConfig, WarmStart, demo_eval_config
     from resrl.experiments.command import config_from_args
-    from resrl.demo.config import DemoConfig
 
     assert DEFAULT_TASK == "math" and {"math", "math-hard"} <= set(DEMO_TASKS)
-    assert get_demo_task("math").config(quick=False) == DemoConfig()
-    assert get_demo_task("math").config(quick=True) == DemoConfig.quick()
+    full = get_demo_task("math").config(quick=False)
+    assert full == ExperimentConfig("math", TINY_TRAINING, WarmStart(), demo_eval_config(), ChainAdditionConfig(num_test=256))
+    assert full.train["train"] == {"max_steps": 250, "learning_rate": 1e-4, "lr_scheduler": "constant",
+                                   "rollout_prompts": 16, "group_size": 8, "temperature": 1.0,
+                                   "max_completion_length": 16, "max_prompt_length": None, "use_cpu": True}
+    quick = get_demo_task("math").config(quick=True)
+    assert quick.is_quick and quick.task == ChainAdditionConfig(num_terms=3, min_value=1, max_value=9, num_test=48)
+    assert (quick.train["train"]["max_steps"], quick.train["train"]["rollout_prompts"],
+            quick.train["train"]["group_size"]) == (6, 8, 4)
+    assert quick.start == WarmStart(max_steps=150, dev_problems=48, omega_problems=16)
+    assert quick.eval == demo_eval_config(n=8, batch_size=384)
     parser = _parser()
-    assert config_from_args(parser.parse_args(["demo"])) == DemoConfig()
-    assert config_from_args(parser.parse_args(["demo", "--quick"])) == replace(DemoConfig.quick(), threads=1)
+    assert config_from_args(parser.parse_args(["demo"])) == full
+    assert config_from_args(parser.parse_args(["demo", "--quick"])) == quick
     with pytest.raises(InputError, match="unknown demo task 'nope'.*math-hard"):
         get_demo_task("nope")
     with pytest.raises(SystemExit):  # argparse refuses it before any work
@@ -68,14 +77,14 @@ def test_hard_task_cli_and_config():
         assert cfg.is_quick == ("--quick" in argv)
         back = handoff_config(get_demo_task("math-hard"), json.loads(json.dumps(config_to_dict(cfg))))  # a worker's
         assert back == cfg and type(back.task) is ChainTiersConfig
-        task = build_task(cfg)
+        task = get_demo_task("math-hard").problems(cfg)
         assert isinstance(task, ChainTiersTask) and len(task.test) == cfg.task.num_test
         # every correct completion fits the RL and evaluation budgets (with the end-of-sequence token)
         longest = max(len(chain_target(p)) + 1 for p in task.test + task.train_problems(500))
-        assert longest <= cfg.rl.max_completion_length <= cfg.eval.max_new_tokens
+        assert longest <= cfg.train["train"]["max_completion_length"] <= cfg.eval.max_new_tokens
     full = get_demo_task("math-hard").config(quick=False)
     assert full.algorithms == ("grpo", "w-reinforce", "resrl") and full.eval.n == 128
-    assert full.warm.target_accuracy == 0.1 and full.warm.max_steps == 2500  # docs/demo.md, "Tasks"
+    assert full.start.target_accuracy == 0.1 and full.start.max_steps == 2500  # docs/demo.md, "Tasks"
 
 
 def test_tiers_generator_answers_and_split():
@@ -122,7 +131,7 @@ def test_tiers_config_checks():
 
 def test_wrong_answers_earn_nothing():
     """The reward the hard task trains and evaluates with pays the exact sum only."""
-    task = build_task(get_demo_task("math-hard").config(quick=False))
+    task = get_demo_task("math-hard").problems(get_demo_task("math-hard").config(quick=False))
     for p in task.test[:50]:
         target = chain_target(p)
         head, _, last = target.rpartition("=")
@@ -131,10 +140,13 @@ def test_wrong_answers_earn_nothing():
         assert chain_reward([target], [p.answer]) == [1.0]
 
 
+from resrl.experiments.seeds import run_seeds as _real_run_seeds  # noqa: E402  (before any test patches it)
+
+
 def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
     """`resrl demo --seeds ... --task math-hard`: each seed's demo process gets the task."""
     import resrl.experiments.seeds as seeds
-    from resrl.experiments.command import run_multiseed
+    from resrl.experiments.command import run
 
     seen = {}
 
@@ -143,10 +155,22 @@ def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
         raise RuntimeError("stop here")
 
     monkeypatch.setattr(seeds, "run_seeds", fake_run_seeds)
-    args = _parser().parse_args(["demo", "--seeds", "0,1", "--task", "math-hard", "--out", str(tmp_path)])
+    args = _parser().parse_args(["demo", "--seeds", "0,1", "--task", "math-hard", "--quick", "--lr", "3e-4", "--out",
+                                 str(tmp_path), "--algorithms", "grpo,grpo/train.max_steps=3", "eval.n=4"])
     with pytest.raises(RuntimeError, match="stop here"):
-        run_multiseed(args)
-    assert seen["args"][:2] == ["--task", "math-hard"]
+        run(args)
+    assert seen["args"][:4] == ["--task", "math-hard", "--algorithms", "grpo,grpo/train.max_steps=3"]
+    assert seen["args"][-2:] == ["train.learning_rate=0.0003", "eval.n=4"]  # the settings, as overrides, last
+    import resrl.experiments.jobs as jobs  # and each seed's command line parses back to those settings
+
+    argv = []
+    monkeypatch.setattr(seeds, "run_seeds", _real_run_seeds)
+    monkeypatch.setattr(jobs, "run_jobs", lambda js, *a, **k: argv.extend(js[0].steps[0].args) or 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        run(args)
+    again = _parser().parse_args(argv)
+    assert again.algorithms == "grpo,grpo/train.max_steps=3" and again.overrides == ["train.learning_rate=0.0003",
+                                                                                      "eval.n=4"]
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from resrl.demo.tasks import build_task, get_demo_task
+from resrl.demo.tasks import get_demo_task
 from resrl.demo.tools_task import (ALPHABET, FUNCTIONS, PHRASINGS, ToolCallsConfig, ToolCallsTask, format_call,
                                    tool_reward, tool_target, words)
 from resrl.tasks.tools.reward import ToolCallExactReward
@@ -30,13 +30,13 @@ def test_tools_task_is_registered_with_budgets_that_fit():
         assert cfg.algorithms == ("grpo", "w-reinforce", "resrl")
         back = handoff_config(task, json.loads(json.dumps(config_to_dict(cfg))))  # what a worker reads
         assert back == cfg and type(back.task) is ToolCallsConfig
-        gen = build_task(cfg)
+        gen = task.problems(cfg)
         assert len(gen.test) == cfg.task.num_test
         # every correct completion fits the RL and evaluation budgets (with the end-of-sequence token)
         longest = max(len(tool_target(p)) + 1 for p in gen.test + gen.train_problems(2000))
-        assert longest <= cfg.rl.max_completion_length <= cfg.eval.max_new_tokens
+        assert longest <= cfg.train["train"]["max_completion_length"] <= cfg.eval.max_new_tokens
     full = task.config(quick=False)
-    assert full.warm.target_accuracy <= 0.4  # the warm start stops early: RL has room (docs/demo.md)
+    assert full.start.target_accuracy <= 0.4  # the warm start stops early: RL has room (docs/demo.md)
     with pytest.raises(ValueError, match="num_test"):
         ToolCallsConfig(num_test=10_000)
 
@@ -75,7 +75,7 @@ def test_generator_split_streams_and_alphabet():
 def test_reference_call_earns_full_reward_and_so_do_equivalent_forms():
     """The target of every held-out problem (and of a training stream) gets 1.0 from the real
     reward; so do the call's other spellings the parser reads (argument order, quotes, list, JSON)."""
-    gen = build_task(get_demo_task("tools").config(quick=False))
+    gen = get_demo_task("tools").problems(get_demo_task("tools").config(quick=False))
     problems = gen.test + gen.train_problems(500, stream="rl")
     assert tool_reward(_calls(problems), [p.answer for p in problems]) == [1.0] * len(problems)
     for p in gen.test[:40]:
@@ -125,7 +125,7 @@ def test_hacks_earn_nothing():
     """The cheapest outputs that could be paid (several calls, every function, extra or missing
     arguments, text around the call, malformed output) earn 0 from the real reward, on every
     held-out problem."""
-    gen = build_task(get_demo_task("tools").config(quick=False))
+    gen = get_demo_task("tools").problems(get_demo_task("tools").config(quick=False))
     for p in gen.test:
         hacks = _hacks(p)
         assert hacks["text after the call"] != tool_target(p)
@@ -154,7 +154,7 @@ def test_quick_tools_demo_end_to_end(tmp_path):
     for r in summary["results"].values():
         assert 0 <= r["greedy"] <= 1 and 0 <= r["avg"] <= 1
     assert summary["results"]["warm start"]["avg"] > 0  # the warm start is sometimes right
-    assert summary["example"]["target"] == tool_target(build_task(get_demo_task("tools").config(True)).test[0])
+    assert summary["example"]["target"] == tool_target(get_demo_task("tools").problems(get_demo_task("tools").config(True)).test[0])
     records = (out / "eval" / "grpo" / "sampled" / "samples.jsonl").read_text().splitlines()
     assert len(records) == 8 * 48
     assert json.loads((out / "eval" / "grpo" / "sampled" / "config.json").read_text())["reward"] == "tool_call_exact"

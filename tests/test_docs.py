@@ -440,7 +440,7 @@ def test_the_docs_name_the_experiment_engine_every_kind_and_every_demo_task():
     demo, development = ((ROOT / "docs" / page).read_text(encoding="utf-8") for page in ("demo.md", "development.md"))
     for key, kind in KINDS.items():
         for page, text in (("docs/demo.md", demo), ("docs/development.md", development)):
-            assert f"`{key}`" in text and type(kind).__name__ in text, f"{page} does not name the kind {key!r}"
+            assert f"`{key}`" in text and kind.__name__ in text, f"{page} does not name the kind {key!r}"
     for name, task in DEMO_TASKS.items():
         assert f"`{name}`" in demo or f"--task {name}" in demo, f"docs/demo.md does not name the task {name!r}"
         assert task.experiment in KINDS

@@ -48,15 +48,16 @@ def corridor(tmp_path_factory):
     sampled episodes win some of them and lose others."""
     import torch
 
-    from resrl.demo.agents_task import AgentsDemoConfig, expert_samples, games_for
+    from resrl.demo.agents_task import agents_config, expert_samples, games_for
+    from resrl.demo.config import with_overrides
     from resrl.experiments.warmstart import behaviour_cloning
     from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
     torch.set_num_threads(1)
-    cfg = AgentsDemoConfig.quick(colours=())
-    train, _ = games_for(cfg)
+    cfg = with_overrides(agents_config(quick=True), ["task.colours=[]"])
+    train, _ = games_for(cfg.task, 0)
     root = tmp_path_factory.mktemp("corridor")
-    build_tiny_model(root / "init", TinyModelConfig(**cfg.model, seed=0))
+    build_tiny_model(root / "init", TinyModelConfig(**cfg.start.model, seed=0))
     behaviour_cloning(str(root / "init"), str(root / "bc"), expert_samples(train, 0), 100, seed=0, batch=16, log=lambda line: None)
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -66,20 +67,19 @@ def corridor(tmp_path_factory):
 
 
 def test_evaluator_gives_todays_play_numbers_on_the_corridor(corridor):
-    from types import SimpleNamespace
-
-    from resrl.experiments.kinds import play
+    from resrl.demo.agents_task import agents_config
     from resrl.envs.toy import make_toy_env
     from resrl.eval.steps import evaluate_steps
+    from resrl.experiments.kinds import StepsKind
 
     _, model, tok, games = corridor
-    for kw in (dict(), dict(seed=7, temperature=1.0, samples=4)):  # greedy, then sampled as the demo samples
-        before = _play_before(model, tok, games, 0, 8, max_step_tokens=32, **kw)
+    demo = agents_config(quick=True)  # env.max_steps 8, env.max_step_tokens 32, no history, temperature 1.0
+    for kw, sampled in ((dict(), {}), (dict(seed=7, temperature=1.0, samples=4), dict(seed=7, sampled=True, samples=4))):
+        before = _play_before(model, tok, games, 0, 8, max_step_tokens=32, **kw)  # greedy, then as the demo samples
         now = evaluate_steps(model, tok, games, make_toy_env, {"history_window": 0}, max_steps=8, max_step_tokens=32,
                              **kw)
         assert {k: now[k] for k in PLAY_KEYS} == before  # bit-identical, not approximately
-        shape = SimpleNamespace(history_window=0, max_steps=8, max_step_tokens=32)  # the demo config's fields
-        assert {k: v for k, v in play(model, tok, games, shape, **kw).items()
+        assert {k: v for k, v in StepsKind.play(demo, model, tok, games, **sampled).items()
                 if k in PLAY_KEYS} == before  # the demo's play is the evaluator
     assert 0 < before["success"] < 1 and len(set(before["per_game"])) > 1  # numbers that a changed seed would move
     assert now["pass_at"]["4"] == pytest.approx(now["pass"]) and now["pass_at"]["1"] == pytest.approx(now["success"])

@@ -45,29 +45,34 @@ def test_the_handoff_rebuilds_every_demo_tasks_config():
             cfg = task.config(quick=quick)
             back = handoff_config(task, json.loads(json.dumps(config_to_dict(cfg))))
             assert back == cfg, name
-    from resrl.demo.agents_task import AgentsDemoConfig
+            assert type(back.start) is type(cfg.start) and type(back.task) is type(cfg.task), name
+    from resrl.demo.agents_task import CorridorGames
 
-    assert config_from_dict(AgentsDemoConfig, {"colours": ["a", "b"]}).colours == ("a", "b")
+    assert config_from_dict(CorridorGames, {"colours": ["a", "b"]}).colours == ("a", "b")
 
 
 def test_demo_seeds_keep_a_finished_seed_and_name_a_failed_one(tmp_path, capsys):
-    """`resrl demo --seeds 0,1`: seed 0 is planted finished (its summary.json), seed 1 fails (an
-    algorithm the demo refuses, inside the seed's own process)."""
+    """`resrl demo --seeds 0,1`: seed 0 is planted finished (its summary.json), seed 1 fails inside its
+    own process (a directory stands where its demo.log goes). An algorithm the demo refuses is one
+    error before any process starts."""
     from resrl.cli import main
 
     out = tmp_path / "ms"
     seed_dir(out, 0).mkdir(parents=True)
     (seed_dir(out, 0) / SUMMARY_FILE).write_text(json.dumps({"results": {}}))
+    (seed_dir(out, 1) / "demo.log").mkdir(parents=True)
+    assert main(["demo", "--quick", "--seeds", "0,1", "--algorithms", "no-such-method", "--out", str(out)]) == 2
+    assert "resrl demo: error: --algorithms: unknown ['no-such-method']" in capsys.readouterr().err
+    assert not (seed_dir(out, 1) / "console.log").exists()
     with pytest.raises(RuntimeError) as err:
-        main(["demo", "--quick", "--seeds", "0,1", "--algorithms", "no-such-method", "--out", str(out),
-              "--workers", "2"])
+        main(["demo", "--quick", "--seeds", "0,1", "--algorithms", "grpo", "--out", str(out), "--workers", "2"])
     printed = capsys.readouterr().out
     assert "already done (kept): seed 0" in printed and "seed 0: started" not in printed
     failed = _failed_jobs(err.value)
     assert list(failed) == ["seed 1"]
     log = seed_dir(out, 1) / "console.log"
-    assert failed["seed 1"] == f"exit 2, see {log}"
-    assert "resrl demo: error: --algorithms: unknown ['no-such-method']" in log.read_text()
+    assert failed["seed 1"] == f"exit 1, see {log}"
+    assert "IsADirectoryError" in log.read_text() and "demo.log" in log.read_text()
     assert json.loads((seed_dir(out, 0) / SUMMARY_FILE).read_text()) == {"results": {}}  # untouched
 
 
@@ -186,11 +191,12 @@ run_experiment(handoff_config(get_demo_task("math"), json.loads(sys.argv[2])), w
 def _kill_test_config(out):
     from dataclasses import replace
 
-    from resrl.demo.config import DemoConfig
+    from resrl.demo.config import with_overrides
+    from resrl.demo.tasks import get_demo_task
 
-    quick = DemoConfig.quick()
-    return replace(quick, out=str(out), seed=1, algorithms=("resrl",), warm=replace(quick.warm, max_steps=25),
-                   rl=replace(quick.rl, save_steps=2), eval=replace(quick.eval, n=2, ks=None), omega_problems=4)
+    quick = with_overrides(get_demo_task("math").config(quick=True),
+                           ["start.max_steps=25", "start.omega_problems=4", "checkpoint.save_steps=2", "eval.n=2"])
+    return replace(quick, out=str(out), seed=1, algorithms=("resrl",))
 
 
 def _untimed(obj):

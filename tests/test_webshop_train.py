@@ -102,17 +102,21 @@ class _Scripted:
         return out
 
 
-def test_scripted_episodes_score_exactly(model_dir):
+def test_scripted_episodes_score_exactly(model_dir, tmp_path):
+    """Scripted episodes through the one step-episode evaluator with WebShop's scorer: the expert wins
+    (score 1), a wasted step costs an invalid action, buying the first result scores what the reference
+    play of the same actions scores; the table's Score column is that score."""
     from transformers import AutoTokenizer
 
-    from resrl.engines.multiturn import ChatRenderer
+    from resrl.eval.steps import StepScorer, evaluate_episodes, results_table
+    from resrl.tasks.envs import step_games
     from resrl.tasks.webshop.env import WebShopSpec
-    from resrl.tasks.webshop.evaluate import dataset_metrics, play_episodes, results_table
-    from resrl.tasks.webshop.evaluate import play
+    from resrl.tasks.webshop.evaluate import SCORER, play
     from resrl.tasks.webshop.policies import expert_action
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     rows = load_goal_rows("webshop-small:test", limit=3)
+    games = step_games("webshop-small:test", limit=3)  # the same goals as the environment's rows
     spec = WebShopSpec(max_steps=8)
     walk = []
     for row in rows[:2]:  # the expert's replies, recorded by playing it
@@ -125,26 +129,26 @@ def test_scripted_episodes_score_exactly(model_dir):
                 break
         walk.append(replies)
     # episode 0: the expert; 1: one wasted step, then the expert; 2: searches, buys the first result
-    scripts = [walk[0], ["<think>x</think><action>dance</action>"] + walk[1],
-               ["<think>x</think><action>search[x]</action>"]]
     env = spec.build()
     env.reset(rows[2])
     env.step(f"<think>x</think><action>search[{env.goal.query}]</action>")
     asin = env.site.page_products()[0].asin.lower()
-    scripts[2] = [f"<think>x</think><action>search[{env.goal.query}]</action>",
-                  f"<think>x</think><action>click[{asin}]</action>", "<think>x</think><action>click[buy now]</action>"]
+    scripts = [walk[0], ["<think>x</think><action>dance</action>"] + walk[1],
+               [f"<think>x</think><action>search[{env.goal.query}]</action>",
+                f"<think>x</think><action>click[{asin}]</action>", "<think>x</think><action>click[buy now]</action>"]]
     expected3 = play([rows[2]], lambda e, it=iter(scripts[2]): next(it), spec)[0]["score"]
     policy = _Scripted(tok, scripts)
-    recs = play_episodes([(r, 0) for r in rows], policy, ChatRenderer(tok), spec, eos_token_ids=policy.eos_token_ids,
-                         max_new_tokens=400)
-    assert [r["won"] for r in recs] == [True, True, False] and [r["score"] for r in recs[:2]] == [1.0, 1.0]
-    assert recs[2]["score"] == expected3 and 0 < expected3 < 1
+    scorer = StepScorer(**SCORER)
+    summary = evaluate_episodes(None, tok, {"webshop-small_test": games}, "webshop", {"history_window": 2}, tmp_path,
+                                max_steps=8, max_step_tokens=400, policy=policy, model_name="GRPO", scorer=scorer)
+    recs = [json.loads(line) for line in (tmp_path / "webshop_episodes.jsonl").read_text().splitlines()]
+    assert [r["won"] for r in recs] == [True, True, False] and [r["info"]["score"] for r in recs[:2]] == [1.0, 1.0]
+    assert recs[2]["info"]["score"] == expected3 and 0 < expected3 < 1
     assert recs[1]["invalid_actions"] == 1 and recs[1]["steps"] == len(walk[1]) + 1 and recs[1]["actions"][0] == "dance"
-    m = dataset_metrics(recs)
-    assert m["success"] == pytest.approx(200 / 3) and m["score"] == pytest.approx(100 * (2 + expected3) / 3)
-    line = results_table({"GRPO": {"webshop-small_test": m}}).splitlines()[2]
-    assert line == f"| GRPO | webshop-small_test | **{m['score']:.1f}** | **66.7** | {m['mean_steps']:.1f} | " \
-                   f"{100 * m['invalid_action_rate']:.1f} |"
+    m = summary["datasets"]["webshop-small_test"]
+    assert m["success"] == pytest.approx(2 / 3) and m["score"] == pytest.approx((2 + expected3) / 3)
+    line = results_table({"GRPO": {"webshop-small_test": m}}, scorer).splitlines()[2]
+    assert line.startswith(f"| GRPO | webshop-small_test | {100 * m['score']:.1f} | 66.7 ± ")
 
 
 @pytest.mark.slow
@@ -156,10 +160,10 @@ def test_cli_eval_writes_score_and_success_and_resumes(model_dir, tmp_path, caps
             "--max-new-tokens", "8", "--out", str(out), "--no-progress", "--temperature", "0"]
     assert main(base) == 0
     printed = capsys.readouterr().out
-    assert "| Method | Data | Score | Succ. (%) |" in printed and "webshop-small_test: 2 episodes" in printed
+    assert "| Method | Data | Score | Success (Avg@1) ± s.e. |" in printed and "webshop-small_test: 2 episodes" in printed
     summary = json.loads((out / "webshop_summary.json").read_text())
     m = summary["datasets"]["webshop-small_test"]
-    assert m["episodes"] == 2 and m["score"] == 0.0 and m["success"] == 0.0 and m["mean_steps"] == 2
+    assert m["episodes"] == 2 and m["score"] == 0.0 and m["success"] == 0.0 and m["steps"] == 2
     assert main(base) == 0  # resume: nothing new
     assert json.loads((out / "webshop_summary.json").read_text())["throughput"]["new_episodes"] == 0
     capsys.readouterr()

@@ -90,6 +90,36 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
                     "without_log_z_params", "GRPOTrainer")},
     # the eos cut is written once, beside the one generate call (it now also says whether a row ended)
     ("resrl.models.rollout", "cut_after_eos"): ("resrl.models.generation.cut_after_eos", UNRELEASED),
+    # not released yet (CHANGELOG.md, "Unreleased"): an experiment is a `resrl train` config plus a start and
+    # an evaluator, one `ExperimentConfig` for every demo task
+    ("resrl.demo.config", "DemoConfig"): ("resrl.demo.config.ExperimentConfig", UNRELEASED),
+    ("resrl.demo.config", "RLConfig"): ("resrl.demo.config.ExperimentConfig (its train section: resrl train's keys)",
+                                        UNRELEASED),
+    ("resrl.demo.config", "WarmStartConfig"): ("resrl.demo.config.WarmStart", UNRELEASED),
+    ("resrl.demo.tasks", "build_task"): ("resrl.demo.tasks.DemoTask.problems", UNRELEASED),
+    ("resrl.demo.agents_task", "AgentsDemoConfig"): ("resrl.demo.agents_task.agents_config", UNRELEASED),
+    ("resrl.demo.agents_task", "StepDemo"): ("resrl.experiments.kinds.StepGames", UNRELEASED),
+    ("resrl.demo.agents_task", "WARM"): ("resrl.demo.config.START", UNRELEASED),
+    ("resrl.demo.agents_task", "DEFAULT_ALGORITHMS"): ("resrl.demo.agents_task.STEP_ALGORITHMS", UNRELEASED),
+    ("resrl.demo.webshop_task", "WebShopDemoConfig"): ("resrl.demo.webshop_task.webshop_config", UNRELEASED),
+    ("resrl.demo.arithmetic_task", "PretrainedDemoConfig"): ("resrl.demo.arithmetic_task.arithmetic_config",
+                                                             UNRELEASED),
+    ("resrl.experiments.seeds", "WARM_START"): ("resrl.demo.config.START", UNRELEASED),
+    ("resrl.experiments.method", "START"): ("resrl.demo.config.START", UNRELEASED),
+    ("resrl.experiments.seeds", "budget_args"): ("resrl.experiments.command.seed_args", UNRELEASED),
+    # one step-episode evaluator (resrl.eval.steps) for every step task; a family gives its environment and scorer
+    ("resrl.experiments.kinds", "play"): ("resrl.experiments.kinds.StepsKind.play", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "evaluate_alfworld"): ("resrl.eval.steps.evaluate_episodes", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "play_episodes"): ("resrl.eval.steps.play_episodes", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "dataset_metrics"): (
+        "resrl.eval.steps.step_metrics (and resrl.tasks.alfworld.evaluate.task_type_success)", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "results_table"): ("resrl.eval.steps.results_table", UNRELEASED),
+    ("resrl.tasks.alfworld.evaluate", "table_from_runs"): ("resrl.eval.steps.table_from_runs", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "evaluate_webshop"): ("resrl.eval.steps.evaluate_episodes", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "play_episodes"): ("resrl.eval.steps.play_episodes", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "dataset_metrics"): (
+        "resrl.eval.steps.step_metrics (and resrl.tasks.webshop.evaluate.score_by_category)", UNRELEASED),
+    ("resrl.tasks.webshop.evaluate", "results_table"): ("resrl.eval.steps.results_table", UNRELEASED),
 }
 
 

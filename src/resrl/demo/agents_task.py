@@ -10,9 +10,9 @@ its budgets. Run by the step-layout experiment kind (`resrl.experiments.kinds.St
 2. the warm-start source: the scripted expert's walkthroughs (`expert_samples`) of training games, which a
    tiny character-level model imitates (behaviour cloning) until its sampled success on other training
    games reaches `bc_target` (so it leaves room, and every seed starts from about the same skill);
-3. budgets: `AgentsDemoConfig` (RL with `env.layout: step`, environments in the real `EnvPool` workers);
+3. budgets: `agents_config` (RL with `env.layout: step`, environments in the real `EnvPool` workers);
 4. evaluation: success on the held-out games with the step-layout evaluator (resrl.eval.steps), greedy (one
-   episode per game) and sampled at the training temperature (`eval_samples` episodes per game).
+   episode per game) and sampled at the training temperature (`eval.n` episodes per game).
 
 The report (`resrl.experiments.present.report.steps_report`) writes OUT/report.md and OUT/training_success.png;
 OUT/summary.json has per policy `greedy`, `avg` = sampled success, `pass_at` {1, n}, the standard error over
@@ -23,13 +23,11 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
+from dataclasses import dataclass
 
+from resrl.demo.config import BehaviourCloning, ExperimentConfig, StepEval, with_overrides
 
-DEFAULT_ALGORITHMS = ("grpo", "gigpo", "empg", "resrl")
-WARM = "warm start"  # the warm start's policy name in summary.json, as `resrl demo --seeds` reads it
+STEP_ALGORITHMS = ("grpo", "gigpo", "empg", "resrl")
 
 # the random streams of one seed S: offsets from S, fixed (every published number was drawn with them)
 TRAIN_GAMES_SEED = 1  # the training games' order and colours: S + 1
@@ -37,123 +35,102 @@ TEST_GAMES_SEED = 2   # the held-out games': S + 2
 EVAL_SEED = 7         # the sampled evaluation: S + 7
 BC_CHECK_SEED = 11    # the behaviour-cloning stop check's episodes: S + 11
 
+# The corridor's RL (`resrl train` keys): 20 generation rounds of 16 games x 8 trajectories, two
+# updates of 64 trajectories per round (fewer trajectories per update made the updates mostly noise:
+# docs/results.md), the learning rate warmed up over the first 5 rounds (Adam's first steps are
+# lr-sized), a checkpoint every 10 updates (a killed run resumes from it). The observation holds the
+# whole state, so no history (one only invites copying); 700 prompt tokens hold any step prompt.
+STEP_TRAINING = {
+    "reward": {"function": "env"},
+    "env": {"name": "resrl.envs.toy:make_toy_env", "layout": "step", "history_window": 0, "max_steps": 10,
+            "max_step_tokens": 32, "num_workers": 1},
+    "train": {"max_steps": 40, "rollout_prompts": 16, "update_prompts": 8, "warmup_steps": 10, "group_size": 8,
+              "learning_rate": 5e-4, "temperature": 1.0, "max_prompt_length": 700},
+    "loss": {"agg": "token-mean"},
+    "log": {"progress": False, "report_to": ["none"]},
+    "checkpoint": {"save_steps": 10},
+}
+# `--quick` of a step task: a smoke run of about a minute, two rounds of two updates
+STEP_QUICK_KEYS = ("start.games=16", "start.max_steps=40", "start.target_success=null", "train.max_steps=4",
+                   "train.warmup_steps=2", "train.group_size=4")
+
 
 @dataclass
-class AgentsDemoConfig:
-    out: str = "runs/demo-agents"
-    seed: int = 0
-    task_name: str = "agents"  # the demo task (`resrl demo --task`, registry: resrl.demo.tasks)
-    algorithms: tuple = DEFAULT_ALGORITHMS
-    max_length: int = 7  # corridors of 2..max_length rooms: 21 (length, goal) tasks
-    test_fraction: float = 0.4  # of the (length, goal) tasks, held out
-    train_games: int = 64  # training games (ids) drawn from the training tasks
-    # coloured doors (resrl.envs.toy): the goal's and a decoy's colour drawn per game. Without them the task is
-    # "open the door of room g", which the tiny model does not learn to read on unseen (length, goal) tasks:
-    # behaviour cloning to a loss of 0.000 on 64 games still walked a fixed number of rooms on them
+class CorridorGames:
+    """The corridor's tasks and games (module docstring, 1.).
+
+    max_length           corridors of 2..max_length rooms: 21 (length, goal) tasks
+    test_fraction        of the (length, goal) tasks, held out
+    train_games          training games (ids) drawn from the training tasks
+    colours              the goal's and a decoy's door colour, drawn per game: without them the task is
+                         "open the door of room g", which the tiny model does not learn to read on unseen
+                         (length, goal) tasks (it walks a fixed number of rooms, docs/results.md)
+    test_games_per_task  held-out games (ids) per held-out task: 32 games by default
+    """
+
+    max_length: int = 7
+    test_fraction: float = 0.4
+    train_games: int = 64
     colours: tuple = ("red", "blue", "green")
-    # warm start: behaviour cloning on the expert's walkthroughs of the first `bc_games` training games
-    bc_games: int = 32
-    bc_steps: int = 400  # at most; it stops earlier at `bc_target`
-    # stop behaviour cloning once sampled success (4 episodes per game at the RL temperature) on `bc_dev_games`
-    # other training games reaches this (checked every 10 steps from step 50), as the math demo's warm start
-    # stops at a target accuracy: every seed starts RL from a policy of about the same skill, with room
-    # 0.7: with the compass the only clue, a warm start stopped at 0.5 is mostly colour-blind (it opens the
-    # first coloured door it meets), and RL sharpened that shortcut instead of the colour
-    bc_target: float | None = 0.7
-    bc_dev_games: int = 16
-    bc_lr: float = 3e-3
-    bc_batch: int = 16
-    # RL (resrl train, env.layout: step)
-    rounds: int = 20  # generation rounds
-    updates_per_round: int = 2  # optimiser updates per round (train.update_prompts = rollout_prompts / this)
-    warmup_rounds: int = 5  # linear learning-rate warm-up over these rounds (Adam's first steps are lr-sized)
-    learning_rate: float = 5e-4
-    # 16 games x 8 trajectories per round, 64 per update: with 8 x 4 and 8 per update (the earlier demo) the
-    # updates were mostly noise: training success did not rise in 20 rounds and GRPO at 40 rounds collapsed
-    # to garbled actions, while from the same warm starts 16 x 8 lifted GRPO and GiGPO on every seed tried
-    rollout_prompts: int = 16  # games per round
-    group_size: int = 8  # trajectories per game
-    history_window: int = 0  # the observation holds the whole state; a history only invites copying
-    max_steps: int = 10  # steps per episode
-    max_step_tokens: int = 32
-    temperature: float = 1.0
-    loss_agg: str = "token-mean"
-    save_steps: int = 10  # a checkpoint every N updates: a run killed while training resumes from it (0: none)
-    overrides: tuple = ()  # further `resrl train` overrides (key=value), e.g. env.invalid_format_penalty=0
-    # evaluation on the held-out tasks
-    eval_samples: int = 8  # sampled episodes per held-out game
-    test_games_per_task: int = 4  # held-out games (ids) per held-out task: 32 games, 256 sampled episodes
-    threads: int = 1
-    is_quick: bool = False
-    model: dict = field(default_factory=lambda: dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                                     num_key_value_heads=2, head_dim=16, intermediate_size=128,
-                                                     max_position_embeddings=768))
+    test_games_per_task: int = 4
 
     def __post_init__(self) -> None:
-        if self.updates_per_round < 1 or self.rollout_prompts % self.updates_per_round:
-            raise ValueError(f"AgentsDemoConfig.updates_per_round must divide rollout_prompts ({self.rollout_prompts}), "
-                             f"got {self.updates_per_round!r}")
         if self.colours and (len(set(self.colours)) < 2 or not all(str(c).isalpha() for c in self.colours)):
-            raise ValueError(f"AgentsDemoConfig.colours must be empty or two or more distinct words, got {self.colours!r}")
+            raise ValueError(f"CorridorGames.colours must be empty or two or more distinct words, got {self.colours!r}")
 
-    # -- what the steps kind (resrl.experiments.kinds.StepsKind) asks of a step-layout task's config --------
-    def games(self) -> tuple[list, list, dict]:
+    # -- what the steps kind (resrl.experiments.kinds.StepsKind) asks of a step task's games (`StepGames`)
+    def has_dev_split(self) -> bool:
+        return False  # its 21 tasks leave no third split: the held-out games are tasks no training game has
+
+    def games(self, seed: int, split: str = "test") -> tuple[list, list, dict]:
         """(training games, held-out games, what summary.json records about the split)."""
-        train_tasks, test_tasks = split_tasks(self.max_length, self.test_fraction, self.seed)
-        train, test = games_for(self)
+        train_tasks, test_tasks = split_tasks(self.max_length, self.test_fraction, seed)
+        train, test = games_for(self, seed)
         assert not {task_of(g) for g in train} & {task_of(g) for g in test}
         return train, test, {"train_tasks": train_tasks, "test_tasks": test_tasks}
 
-    def phases(self, train: list) -> tuple[list, list, list]:
-        """(behaviour-cloning games, its dev-check games, RL games): `prefix_phases`."""
-        return prefix_phases(train, self.bc_games, self.bc_dev_games)
+    def phases(self, train: list, start: BehaviourCloning) -> tuple[list, list, list]:
+        """(behaviour-cloning games, its check's games, RL games): `prefix_phases`."""
+        return prefix_phases(train, start.games, start.dev_games)
 
-    def env(self) -> tuple[str, dict]:
-        """(env.name, env options) of training and evaluation alike: the corridor."""
-        return "resrl.envs.toy:make_toy_env", {}
+    def expert_samples(self, games, section) -> list:
+        """(step prompt messages, expert reply) pairs of the scripted expert on `games` (behaviour cloning),
+        in the training config's environment (`section`: its EnvSection)."""
+        return expert_samples(games, section.history_window)
 
-    def expert_samples(self, games) -> list:
-        """(step prompt messages, expert reply) pairs of the scripted expert on `games` (behaviour cloning)."""
-        return expert_samples(games, self.history_window)
-
-    def report_header(self, summary: dict) -> list[str]:
+    def report_header(self, cfg: ExperimentConfig, summary: dict) -> list[str]:
         """report.md's title and what the task, its split and its budgets are (the steps report's table follows)."""
-        return [f"# Agents demo (corridor, step layout), seed {self.seed}", "",
+        return [f"# Agents demo (corridor, step layout), seed {cfg.seed}", "",
                 f"Held-out: {summary['test_games']} games of {len(summary['test_tasks'])} (length, goal) tasks that "
                 f"no training game has; {summary['train_games']} training games of {len(summary['train_tasks'])} "
-                f"tasks. Warm start: {summary.get('bc_steps', self.bc_steps)} behaviour-cloning steps on "
-                f"{self.bc_games} games"
-                + (f" (weights kept from step {summary['bc_kept']}, its best check)"
-                   if summary.get("bc_kept") not in (None, summary.get("bc_steps")) else "")
-                + f". RL: {self.rounds} rounds of {self.rollout_prompts} games x {self.group_size} trajectories, "
-                f"{self.updates_per_round} updates per round, lr {self.learning_rate} (linear warm-up over "
-                f"{self.warmup_rounds} rounds), loss.agg {self.loss_agg}."]
-
-    @classmethod
-    def quick(cls, **kw) -> "AgentsDemoConfig":
-        """A smoke run of about a minute: few games, few steps, two algorithms' worth of rounds."""
-        base = dict(train_games=16, bc_games=16, bc_steps=40, bc_target=None, rounds=2, warmup_rounds=1, eval_samples=2,
-                    test_games_per_task=1, max_steps=8, rollout_prompts=8, group_size=4, updates_per_round=2,
-                    is_quick=True)
-        base.update(kw)
-        return cls(**base)
+                f"tasks. Warm start: {summary.get('bc_steps', cfg.start.max_steps)} behaviour-cloning steps on "
+                f"{cfg.start.games} games" + _kept(summary) + f". {rl_budget(cfg, 'games', 'trajectories')}"]
 
 
-class StepDemo(Protocol):
-    """What the steps experiment kind (resrl.experiments.kinds.StepsKind) asks of a demo task's config,
-    besides the budgets AgentsDemoConfig names (seed, out, task_name, algorithms, bc_*, rounds,
-    rollout_prompts, group_size, history_window, max_steps, max_step_tokens, temperature, eval_samples,
-    save_steps, model, ...)."""
+def _kept(summary: dict) -> str:
+    return (f" (weights kept from step {summary['bc_kept']}, its best check)"
+            if summary.get("bc_kept") not in (None, summary.get("bc_steps")) else "")
 
-    def games(self) -> tuple[list, list, dict]: ...  # (training games, held-out games, split facts for summary.json)
 
-    def phases(self, train: list) -> tuple[list, list, list]: ...  # (cloning games, its check's games, RL games)
+def rl_budget(cfg: ExperimentConfig, prompts: str, samples: str) -> str:
+    """The report's sentence on a step task's RL budget, read from its training config."""
+    t = cfg.train["train"]
+    per_round = t["rollout_prompts"] // (t.get("update_prompts") or t["rollout_prompts"])
+    return (f"RL: {t['max_steps'] // per_round} rounds of {t['rollout_prompts']} {prompts} x {t['group_size']} "
+            f"{samples}, {per_round} updates per round, lr {t['learning_rate']} (linear warm-up over "
+            f"{t.get('warmup_steps', 0) // per_round} rounds), loss.agg {cfg.train.get('loss', {}).get('agg')}.")
 
-    def env(self) -> tuple[str, dict]: ...  # (env.name, env.options): training and evaluation alike
 
-    def expert_samples(self, games) -> list: ...  # [(step prompt messages, expert reply)] for behaviour cloning
-
-    def report_header(self, summary: dict) -> list[str]: ...  # report.md's title and the task's description
+def agents_config(quick: bool = False) -> ExperimentConfig:
+    """`resrl demo --task agents`: behaviour cloning to sampled success 0.7 (with the compass the only
+    clue, a warm start stopped at 0.5 is mostly colour-blind, and RL sharpened that shortcut instead of
+    the colour), then STEP_TRAINING; 8 sampled episodes per held-out game."""
+    cfg = ExperimentConfig(task_name="agents", train=STEP_TRAINING, start=BehaviourCloning(), eval=StepEval(n=8),
+                           task=CorridorGames(), algorithms=STEP_ALGORITHMS, out="runs/demo-agents", is_quick=quick)
+    if not quick:
+        return with_overrides(cfg, ())
+    return with_overrides(cfg, (*STEP_QUICK_KEYS, "task.train_games=16", "task.test_games_per_task=1",
+                                "train.rollout_prompts=8", "train.update_prompts=4", "env.max_steps=8", "eval.n=2"))
 
 
 # -- games ------------------------------------------------------------------------------------------
@@ -198,13 +175,13 @@ def task_of(game: str) -> tuple[int, int]:
     return int(spec["length"]), int(spec["goal"])
 
 
-def games_for(cfg: AgentsDemoConfig) -> tuple[list[str], list[str]]:
-    train_tasks, test_tasks = split_tasks(cfg.max_length, cfg.test_fraction, cfg.seed)
-    train = make_games(train_tasks, cfg.train_games, f"train{cfg.seed}", cfg.seed + TRAIN_GAMES_SEED, cfg.colours)
-    test = make_games(test_tasks, len(test_tasks) * cfg.test_games_per_task, f"test{cfg.seed}",
-                      cfg.seed + TEST_GAMES_SEED, cfg.colours)
+def games_for(games: CorridorGames, seed: int) -> tuple[list[str], list[str]]:
+    """(training games, held-out games) of seed `seed`."""
+    train_tasks, test_tasks = split_tasks(games.max_length, games.test_fraction, seed)
+    train = make_games(train_tasks, games.train_games, f"train{seed}", seed + TRAIN_GAMES_SEED, games.colours)
+    test = make_games(test_tasks, len(test_tasks) * games.test_games_per_task, f"test{seed}",
+                      seed + TEST_GAMES_SEED, games.colours)
     return train, test
-
 
 
 def expert_samples(games, history_window):
@@ -224,5 +201,11 @@ def expert_samples(games, history_window):
 
 
 
-__all__ = ["AgentsDemoConfig", "StepDemo", "DEFAULT_ALGORITHMS", "WARM", "split_tasks", "make_games", "task_of", "games_for",
-           "expert_samples"]
+def __getattr__(name: str):
+    """A name that left this module (AgentsDemoConfig, StepDemo, WARM, DEFAULT_ALGORITHMS): an ImportError naming its new path (resrl._moved)."""
+    from resrl._moved import moved_name
+
+    raise moved_name(__name__, name)
+
+__all__ = ["CorridorGames", "agents_config", "STEP_ALGORITHMS", "STEP_TRAINING", "STEP_QUICK_KEYS", "rl_budget",
+           "prefix_phases", "split_tasks", "make_games", "task_of", "games_for", "expert_samples"]

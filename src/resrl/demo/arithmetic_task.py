@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import random
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 from resrl.data.problem import Problem
 from resrl.data.synthetic import HeldOutSplitTask
-from resrl.demo.config import RLConfig
+from resrl.demo.config import TINY_TRAINING, BaseModel, ExperimentConfig, with_overrides
 from resrl.eval.runner import EvalConfig
 
 INSTRUCTION = "Put the result in \\boxed{}."
@@ -164,63 +164,39 @@ def arithmetic_eval_config(**overrides) -> EvalConfig:
 PRETRAINED_ALGORITHMS = ("grpo", "resrl", "resrl/resrl.pos_scale=1.0", "resrl/resrl.hidden_alignment=token", "nsr")
 
 
-@dataclass
-class PretrainedDemoConfig:
-    """The pretrained-model demo's settings (the pretrained kind, `resrl.experiments.kinds.PretrainedKind`).
+def arithmetic_config(quick: bool = False) -> ExperimentConfig:
+    """`resrl demo --task smollm2-arithmetic`: SmolLM2-135M-Instruct is the start (`BaseModel`).
 
-    model_dir   where SmolLM2-135M-Instruct is converted once (`resrl convert-smollm2`), shared by
-                every seed and grid point; each run's OUT/warm_start links to it
-    rl          the RL budget of every method: 4 prompts x 8 samples per step (a group of 8 holds a
-                positive and a negative at accuracies from ~10 % to ~90 %), 48 new tokens (the base
-                model's worked answers to one- and two-digit sums fit; longer ones are cut and score 0),
-                temperature 0.7, lr 1e-5 (a method's own where its label sets train.learning_rate),
-                forward/backward one group (8 completions) at a time: a whole update of 32 at once took
-                8.6 GB per training process (its 49 k-token vocabulary's logits), and two side by side
-                with the evaluation did not fit 24 GB. The last 8 of the 30 decoder layers (and the final
-                norm) train, the rest is frozen (`model.trainable_layers`): the forward + backward was
-                78 % of a full fine-tuning step (benchmarks/results/smollm2_step.md), about 100 s a step
-                on one core, 20 steps over the issue's 30 minutes a run; with the backward stopping at
-                layer 22 it costs about half.
-                Measured on the base model (64 held-out problems, 48 tokens): greedy exactly right on
-                0.203; sampled accuracy 0.117 at temperature 1.0 (62 % of samples cut off rambling),
-                0.152 at 0.7, the temperature chosen
-    eval        16 samples per problem at the training temperature, 48 new tokens, the chat template
-    reuse_training  OUT of an earlier experiment: a method whose run finished there with the same
-                training (same label, train config, task, seed and start) is evaluated from that
-                run's model instead of trained again (`resrl.experiments.method.reusable_training`).
-                `resrl demo --grid` sets it to OUT/dev for the first seed: the chosen runs of the dev
-                phase are that seed's runs, only the split they are evaluated on differs
-    """
-
-    out: str = "runs/demo-smollm2"
-    algorithms: tuple[str, ...] = PRETRAINED_ALGORITHMS
-    seed: int = 0
-    task_name: str = "smollm2-arithmetic"
-    task: ArithmeticConfig = field(default_factory=ArithmeticConfig)
-    model_dir: str = "runs/models/smollm2-135m-instruct"
-    rl: RLConfig = field(default_factory=lambda: RLConfig(steps=20, learning_rate=1e-5, rollout_prompts=4,
-                                                          group_size=8, temperature=0.7, max_completion_length=48,
-                                                          micro_batch_size=8, trainable_layers=8,
-                                                          save_steps=4))
-    eval: EvalConfig = field(default_factory=arithmetic_eval_config)
-    threads: int | None = 1
-    is_quick: bool = False
-    eval_split: str = "test"
-    reuse_training: str | None = None
-
-    @classmethod
-    def quick(cls, **overrides) -> "PretrainedDemoConfig":
-        """A smoke run: 8 problems, 2 RL steps of 2 prompts x 4 samples, 16 new tokens, 2 samples per problem."""
-        cfg = cls(task=ArithmeticConfig(num_test=8), algorithms=("grpo", "resrl"),
-                  rl=RLConfig(steps=2, learning_rate=1e-5, rollout_prompts=2, group_size=4, temperature=0.7,
-                              max_completion_length=16, trainable_layers=8),
-                  eval=arithmetic_eval_config(n=2, max_new_tokens=16), is_quick=True)
-        return cls(**{**cfg.__dict__, **overrides})
+    RL per method: 4 prompts x 8 samples per step (a group of 8 holds a positive and a negative at
+    accuracies from ~10 % to ~90 %), 48 new tokens (the base model's worked answers to one- and
+    two-digit sums fit; longer ones are cut and score 0), temperature 0.7 (the base model's sampled
+    accuracy was 0.152 at 0.7 and 0.117 at 1.0, where most samples ramble past 48 tokens), lr 1e-5 (a
+    method's own where its label sets train.learning_rate). Forward/backward one group (8
+    completions) at a time: a whole update of 32 holds the 49 k-token vocabulary's logits of every
+    completion, too much for two runs beside the evaluation in 24 GB. The last 8 of the 30 decoder
+    layers (and the final norm) train, the rest is frozen (`model.trainable_layers`): the backward
+    stops at layer 22, about half the cost of a full fine-tuning step (benchmarks/results/
+    smollm2_step.md). Evaluation: 16 samples per problem at the training temperature, 48 new tokens,
+    the chat template. `--quick`: 8 problems, 2 RL steps of 2 prompts x 4 samples, 16 new tokens, 2
+    samples per problem."""
+    cfg = ExperimentConfig(task_name="smollm2-arithmetic", train=TINY_TRAINING, start=BaseModel(),
+                           eval=arithmetic_eval_config(), task=ArithmeticConfig(), algorithms=PRETRAINED_ALGORITHMS,
+                           out="runs/demo-smollm2", is_quick=quick)
+    shared = ("train.learning_rate=1.0e-5", "train.temperature=0.7", "model.trainable_layers=8")
+    if quick:
+        return replace(with_overrides(cfg, (*shared, "train.max_steps=2", "train.rollout_prompts=2", "train.group_size=4",
+                                            "train.max_completion_length=16", "eval.n=2", "eval.max_new_tokens=16",
+                                            "task.num_test=8")), algorithms=("grpo", "resrl"))
+    return with_overrides(cfg, (*shared, "train.max_steps=20", "train.rollout_prompts=4",
+                                "train.max_completion_length=48", "train.micro_batch_size=8", "checkpoint.save_steps=4"))
 
 
-def arithmetic_config(quick: bool = False) -> PretrainedDemoConfig:
-    return PretrainedDemoConfig.quick() if quick else PretrainedDemoConfig()
 
+def __getattr__(name: str):
+    """A name that left this module (PretrainedDemoConfig): an ImportError naming its new path (resrl._moved)."""
+    from resrl._moved import moved_name
 
-__all__ = ["final_number", "ArithmeticConfig", "ArithmeticTask", "PretrainedDemoConfig", "PRETRAINED_ALGORITHMS", "arithmetic_config", "INSTRUCTION", "arithmetic_reward", "is_formatted", "describe",
+    raise moved_name(__name__, name)
+
+__all__ = ["final_number", "ArithmeticConfig", "ArithmeticTask", "PRETRAINED_ALGORITHMS", "arithmetic_config", "INSTRUCTION", "arithmetic_reward", "is_formatted", "describe",
            "arithmetic_eval_config"]

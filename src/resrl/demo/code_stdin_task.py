@@ -26,7 +26,8 @@ import random
 from dataclasses import dataclass
 
 from resrl.data.problem import Problem
-from resrl.demo.code_task import HIDDEN_INPUTS, CodeFunctionsConfig, CodeFunctionsTask, code_reward
+from resrl.demo.code_task import (HIDDEN_INPUTS, CodeFunctionsConfig, CodeFunctionsTask, code_experiment, code_reward,
+                                  code_target)
 
 ALPHABET = "0123456789+-*>;() inprtu"  # every character of the prompts and the targets
 INPUTS = (0, 1) + HIDDEN_INPUTS  # the two shown, then the hidden ones
@@ -49,13 +50,8 @@ def make_stdin_problem(a: int, b: int) -> Problem:
                    data_source="demo-code-stdin", extra={"target": f"print({a}*int(input())+{b})", "a": a, "b": b})
 
 
-def stdin_target(problem: Problem) -> str:
-    """The completion the warm start imitates: `print(5*int(input())+37)`."""
-    try:
-        return problem.extra["target"]
-    except KeyError:
-        raise ValueError(f"problem {problem.id!r} is not a code-stdin demo problem (no target in extra; build it "
-                         "with resrl.demo.code_stdin_task.make_stdin_problem)") from None
+# the completion the warm start imitates, `print(5*int(input())+37)`: the problem's own target, as the code task's
+stdin_target = code_target
 
 
 class CodeStdinTask(CodeFunctionsTask):
@@ -77,17 +73,8 @@ def describe_stdin(t: CodeStdinConfig) -> str:
 
 
 def code_stdin_config(quick: bool = False):
-    """`resrl demo --task code-stdin`'s settings (calibration: docs/demo.md, "Tasks")."""
-    from resrl.demo.config import DemoConfig, RLConfig, WarmStartConfig, demo_eval_config
-
-    if quick:  # a smoke run: one-digit intercepts, tiny budgets
-        return DemoConfig.quick(task_name="code-stdin", task=CodeStdinConfig(max_a=5, max_b=9, num_test=16),
-                                rl=RLConfig(steps=6, rollout_prompts=8, group_size=4, max_completion_length=26),
-                                eval=demo_eval_config(n=8, batch_size=384, max_new_tokens=28))
-    return DemoConfig(task_name="code-stdin", task=CodeStdinConfig(num_test=128),
-                      warm=WarmStartConfig(max_steps=1500, target_accuracy=0.3, check_every=20),
-                      rl=RLConfig(steps=150, max_completion_length=26),
-                      eval=demo_eval_config(max_new_tokens=28))
+    """`resrl demo --task code-stdin`'s settings: the code task's, programs 2 tokens longer."""
+    return code_experiment("code-stdin", CodeStdinConfig, quick, completion_tokens=26)
 
 
 __all__ = ["ALPHABET", "CodeStdinConfig", "CodeStdinTask", "code_reward", "code_stdin_config", "describe_stdin",

@@ -82,8 +82,8 @@ def code_target(problem: Problem) -> str:
     try:
         return problem.extra["target"]
     except KeyError:
-        raise ValueError(f"problem {problem.id!r} is not a demo code problem (no target in extra; build it "
-                         "with resrl.demo.code_task.make_code_problem)") from None
+        raise ValueError(f"problem {problem.id!r} is not a problem of the code demos (no target in extra; build it "
+                         "with resrl.demo.code_task.make_code_problem or code_stdin_task.make_stdin_problem)") from None
 
 
 class CodeFunctionsTask(HeldOutSplitTask):
@@ -145,20 +145,20 @@ def describe_code(t: CodeFunctionsConfig) -> str:
 
 
 def code_config(quick: bool = False):
-    """`resrl demo --task code`'s settings (calibration: docs/demo.md, "Tasks")."""
-    from resrl.demo.config import DemoConfig, RLConfig
-    from resrl.demo.config import demo_eval_config
-    from resrl.demo.config import WarmStartConfig
-
-    if quick:  # a smoke run: one-digit intercepts, tiny budgets
-        return DemoConfig.quick(task_name="code", task=CodeFunctionsConfig(max_a=5, max_b=9, num_test=16),
-                                rl=RLConfig(steps=6, rollout_prompts=8, group_size=4, max_completion_length=24),
-                                eval=demo_eval_config(n=8, batch_size=384, max_new_tokens=26))
-    return DemoConfig(task_name="code", task=CodeFunctionsConfig(num_test=128),
-                      warm=WarmStartConfig(max_steps=1500, target_accuracy=0.3, check_every=20),
-                      rl=RLConfig(steps=150, max_completion_length=24),
-                      eval=demo_eval_config(max_new_tokens=26))
+    """`resrl demo --task code`'s settings (calibration: docs/demo.md, "Tasks"); `--quick`: one-digit
+    intercepts, tiny budgets."""
+    return code_experiment("code", CodeFunctionsConfig, quick, completion_tokens=24)
 
 
-__all__ = ["ALPHABET", "CodeFunctionsConfig", "CodeFunctionsTask", "code_config", "code_reward", "code_target",
+def code_experiment(task_name: str, config_type: type, quick: bool, completion_tokens: int):
+    """The code tasks' budgets: `completion_tokens` for RL, 2 more for evaluation."""
+    from resrl.demo.config import tiny_model_experiment
+
+    lengths = (f"train.max_completion_length={completion_tokens}", f"eval.max_new_tokens={completion_tokens + 2}")
+    task = config_type(max_a=5, max_b=9, num_test=16) if quick else config_type(num_test=128)
+    return tiny_model_experiment(task_name, task, quick, quick_keys=lengths, keys=(
+        "start.max_steps=1500", "start.check_every=20", "train.max_steps=150", *lengths))
+
+
+__all__ = ["ALPHABET", "CodeFunctionsConfig", "CodeFunctionsTask", "code_config", "code_experiment", "code_reward", "code_target",
            "describe_code", "function_tests", "make_code_problem"]

@@ -170,20 +170,11 @@ def tools_config(quick: bool = False):
 
     Completions are at most 22 characters (`fx(n=99,fr=usd,to=eur)`) + end of sequence, hence 24
     tokens for RL and 28 for evaluation."""
-    from resrl.demo.config import DemoConfig, RLConfig
-    from resrl.demo.config import demo_eval_config
-    from resrl.demo.config import WarmStartConfig
+    from resrl.demo.config import tiny_model_experiment
 
-    if quick:
-        return DemoConfig.quick(
-            task_name="tools", task=ToolCallsConfig(num_test=48),
-            rl=RLConfig(steps=6, rollout_prompts=8, group_size=4, max_completion_length=24),
-            eval=demo_eval_config(n=8, batch_size=384, max_new_tokens=28))
-    return DemoConfig(
-        task_name="tools", task=ToolCallsConfig(num_test=256),
-        warm=WarmStartConfig(max_steps=1000, target_accuracy=0.3, check_every=10),
-        rl=RLConfig(steps=150, max_completion_length=24),
-        eval=demo_eval_config(max_new_tokens=28))
+    lengths = ("train.max_completion_length=24", "eval.max_new_tokens=28")
+    return tiny_model_experiment("tools", ToolCallsConfig(num_test=48 if quick else 256), quick, quick_keys=lengths,
+                                 keys=("start.check_every=10", "train.max_steps=150", *lengths))
 
 
 __all__ = ["ALPHABET", "FUNCTIONS", "PHRASINGS", "ToolCallsConfig", "ToolCallsTask", "describe_tools",

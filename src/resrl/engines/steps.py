@@ -68,6 +68,7 @@ class Episode:
     invalid_formats: int = 0
     invalid_actions: int = 0
     actions: list[str] = field(default_factory=list)
+    info: dict = field(default_factory=dict)  # the environment's info at its last step (e.g. WebShop's score)
 
 
 def rollout_steps(pool: EnvPool, prompts: Sequence[Any], groups: Sequence[int], policy: StepPolicy,
@@ -141,6 +142,7 @@ def rollout_steps(pool: EnvPool, prompts: Sequence[Any], groups: Sequence[int], 
             ep.invalid_formats += s.invalid_format
             ep.invalid_actions += s.invalid_action
             ep.actions.append(str(info.get("action", s.text))[:200])
+            ep.info = info
             r = reward_scale * float(out["reward"])
             s.step_reward = r
             ep.reward += r

@@ -113,10 +113,7 @@ def run_eval(args) -> int:
 
         from resrl.eval.steps import run_step_eval
 
-        out = Path(args.out)
-        run_step_eval(args, out)
-        print((out / "results.md").read_text(), end="")
-        print(f"wrote {out / 'summary.json'}, {out / 'results.md'}")
+        run_step_eval(args, Path(args.out))
         return 0
     # data sets a task family's evaluator plays itself (ALFWorld games, BFCL multi-turn
     # conversations) go to it; the others are sampled as single prompts

@@ -50,5 +50,14 @@ class EngineTools:
 
         return read_records(path)
 
+    def run_step_eval(self, args, out: Path, specs: list[str], env: str, options: dict, *, name: str,
+                      breakdown=None, columns=None, data_name=None, **budget) -> dict:
+        """`resrl.eval.steps.run_step_eval` with the family's environment and scorer (`StepScorer`: `name`,
+        `breakdown`, `columns`, `data_name`); `budget`: data_key, batch_size, max_steps, max_prompt_tokens,
+        label."""
+        from resrl.eval.steps import StepScorer, run_step_eval
+
+        return run_step_eval(args, out, specs, env, options, StepScorer(name, breakdown, columns, data_name), **budget)
+
 
 __all__ = ["EngineTools"]

@@ -1,7 +1,12 @@
 """`resrl demo`: an experiment of `resrl.experiments` on a demo task (`resrl.demo.tasks`): one seed,
-`--seeds` (one process per seed), `--grid` (each method's settings chosen on the dev split first);
-`--worker-run` is the worker protocol's job (`resrl.experiments.workers`). Every task, whatever its
-experiment kind, runs through the one pipeline, `resrl.experiments.pipeline.run_experiment`."""
+`--seeds` (one process per seed), `--grid` (each method's settings chosen on the dev split first).
+Every task, whatever its experiment kind, runs through the one pipeline,
+`resrl.experiments.pipeline.run_experiment`, from one `ExperimentConfig` (`config_from_args`).
+
+A task's experiment is a `resrl train` config plus a start and an evaluator: any of its keys is set
+as `resrl train` sets it, `KEY=VALUE` after the options (`train.learning_rate=3e-4`, `env.max_steps=8`,
+and `start.*`, `eval.*`, `task.*` for the other sections); `--rl-steps`, `--lr` and `--eval-samples`
+are aliases (`resrl.demo.config.ALIASES`), `--print-config` prints the result."""
 
 from __future__ import annotations
 
@@ -9,34 +14,40 @@ import argparse
 from dataclasses import replace
 
 from resrl.errors import InputError
-
-DEFAULT_OUT = "runs/demo"
+from resrl.train.schema import ConfigError
 
 
 def register(subparsers) -> None:
+    import textwrap
+
     p = subparsers.add_parser(
         "demo",
         help="offline demo: an experiment on a task (--task: math, code, tools, agents, smollm2-arithmetic, ...), "
              "RL with each algorithm, report + plots",
-        description="Runs an experiment (resrl.experiments) on a demo task (--task; chained addition by default): "
-                    "a tiny Qwen3 model warm-started on the task (or, for smollm2-arithmetic, the pretrained "
-                    "SmolLM2-135M-Instruct), trained with each algorithm from the same start (same seed and "
-                    "budget), evaluated (Avg@k / Pass@k) on a held-out split; writes report.md and PNG plots. "
-                    "Fully offline. The default task on 2 CPU cores: under 10 minutes with the RL runs in "
-                    "parallel (the default); --quick: about 15-20 s.",
+        description=textwrap.fill(
+            "Runs an experiment (resrl.experiments) on a demo task (--task; chained addition by default): a tiny "
+            "Qwen3 model warm-started on the task (or, for smollm2-arithmetic, the pretrained SmolLM2-135M-Instruct), "
+            "trained with each algorithm from the same start (same seed and budget), evaluated (Avg@k / Pass@k) on a "
+            "held-out split; writes report.md and PNG plots. Fully offline. A task's experiment is a `resrl train` "
+            "config (KEY=VALUE sets any of its keys; --print-config shows it) plus a start and an evaluator. The "
+            "default task on 2 CPU cores: under 10 minutes with the RL runs in parallel (the default); --quick: "
+            "about 15-20 s.", 100),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     from resrl.demo.tasks import DEFAULT_TASK, DEMO_TASKS
 
-    p.add_argument("--out", default=DEFAULT_OUT, help="output directory (default: runs/demo; agents: runs/demo-agents); "
-                                                      "the same command on the same OUT resumes a killed run")
+    p.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                   help="settings of the task's experiment, after the options: any `resrl train` key (train.learning_rate="
+                        "3e-4, env.max_steps=8, loss.agg=token-mean, ...), or start.*, eval.*, task.* (--print-config "
+                        "shows them all)")
+    p.add_argument("--out", default=None, help="output directory (default: the task's, below); the same command on "
+                                               "the same OUT resumes a killed run")
     p.add_argument("--task", default=DEFAULT_TASK, choices=sorted(DEMO_TASKS), metavar="NAME",
                    help="the demo task; each brings its own budgets, --quick included: "
                         + "; ".join(f"{t.name}: {t.summary}" for t in DEMO_TASKS.values()))
     p.add_argument("--algorithms", default=None,
                    help="comma-separated algorithm names, or variants name/key=value (e.g. "
-                        "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: the task's own list "
-                        "(math and most tasks: grpo,w-reinforce,resrl; agents: grpo,gigpo,empg,resrl; "
-                        "smollm2-arithmetic: grpo, resrl, two ResRL variants, nsr)")
+                        "resrl/resrl.hidden_alignment=token, resrl/resrl.rank=4); default: the task's own list (below)")
     p.add_argument("--seed", type=int, default=0, help="seed of everything (default: 0)")
     p.add_argument("--seeds", default=None,
                    help="several seeds, e.g. 0,1,2: one demo process per seed in OUT/seed-S (resumable: finished "
@@ -45,15 +56,18 @@ def register(subparsers) -> None:
                    help="processes at once, one torch thread each: the RL runs (each with its evaluation) after "
                         "the warm start, or with --seeds the seeds (default: min(CPUs, runs or seeds); 1: one "
                         "process, one phase after the other). The numbers do not depend on it")
-    p.add_argument("--worker-run", default=None, help=argparse.SUPPRESS)  # internal: one RL run of OUT's demo
     p.add_argument("--quick", action="store_true", help="tiny budgets and an easier task: a smoke run")
-    p.add_argument("--rl-steps", type=int, default=None, help="RL steps per algorithm (default: 250; quick: 6)")
-    p.add_argument("--lr", type=float, default=None, help="RL learning rate (default: 1e-4)")
-    p.add_argument("--eval-samples", type=int, default=None, help="samples per held-out problem (default: 16)")
+    from resrl.demo.config import ALIASES
+
+    for option, what in (("rl_steps", "RL steps (optimiser updates) per algorithm"), ("lr", "RL learning rate"),
+                         ("eval_samples", "samples (episodes) per held-out problem (game)")):
+        p.add_argument("--" + option.replace("_", "-"), type=float if option == "lr" else int, default=None,
+                       metavar=ALIASES[option].split(".")[-1].upper(),
+                       help=f"{what}: the same as {ALIASES[option]}=VALUE (the task's default: below)")
     p.add_argument("--curve-steps", type=_steps, default=None, metavar="N1,N2,...",
                    help="also keep each method's model at these RL steps (multiples of the task's checkpoint "
-                        "interval) and evaluate it like the final one: held-out accuracy along training, "
-                        "e.g. --rl-steps 60 --curve-steps 20,40 (tasks that generate problems)")
+                        "interval, checkpoint.save_steps) and evaluate it like the final one: held-out accuracy "
+                        "along training, e.g. --rl-steps 60 --curve-steps 20,40")
     p.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="choose each algorithm's setting first: every (algorithm, value) from one start of the "
                         "first seed, evaluated on the dev split (disjoint from the held-out one) in OUT/dev; each "
@@ -62,7 +76,8 @@ def register(subparsers) -> None:
     p.add_argument("--reuse-training", default=None, metavar="DIR",
                    help="an earlier experiment's OUT: each method whose run finished there with the same training "
                         "(settings, task, seed, start) is evaluated from that model instead of trained again "
-                        "(smollm2-arithmetic; --grid does this for the first seed with OUT/dev)")
+                        "(tasks whose seeds share their start: smollm2-arithmetic; --grid does this for the first "
+                        "seed with OUT/dev)")
     p.add_argument("--dev-eval-samples", type=int, default=None, metavar="N",
                    help="with --grid: samples per dev problem when choosing (default: as --eval-samples); the "
                         "choice needs only the dev Avg@n, the held-out split keeps --eval-samples for Pass@k")
@@ -70,8 +85,49 @@ def register(subparsers) -> None:
                    help="evaluate on the held-out split (default) or the dev split settings are chosen on")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default: 1, fastest for the tiny model, robust on a busy machine)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the task's experiment (its `resrl train` config as YAML, then its start, evaluation "
+                        "and task) with these options and overrides, and exit")
     p.set_defaults(func=run)
+    with_task_defaults(p)
 
+
+def with_task_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append each task's effective defaults to the epilog when the help is printed (building the
+    tasks' configs only then: `resrl --help` must stay fast)."""
+    format_help = parser.format_help
+
+    def format_help_with_defaults() -> str:
+        parser.epilog = task_defaults()
+        try:
+            return format_help()
+        finally:
+            parser.epilog = None
+
+    parser.format_help = format_help_with_defaults
+
+
+def task_defaults() -> str:
+    """Each demo task's defaults as the help prints them: the keys the short flags set, the output
+    directory and the algorithms; `--quick`'s in brackets."""
+    from resrl.demo.config import ALIASES, with_overrides  # noqa: F401
+    from resrl.demo.tasks import DEMO_TASKS
+
+    def value(cfg, key: str):
+        section, _, name = key.partition(".")
+        return cfg.train.get(section, {}).get(name) if section not in ("eval",) else getattr(cfg.eval, name)
+
+    import textwrap
+
+    lines = textwrap.wrap("each task's defaults (--quick's in brackets): " + ", ".join(
+        f"{key} ({'--' + option.replace('_', '-')})" for option, key in ALIASES.items()) + "; output directory; "
+        "algorithms", 100)
+    for name, task in DEMO_TASKS.items():
+        full, quick = task.config(quick=False), task.config(quick=True)
+        cells = [f"{value(full, k)} [{value(quick, k)}]" for k in ALIASES.values()]
+        lines.append(f"  {name:<19} " + ", ".join(cells) + f"; {full.out}; {','.join(full.algorithms)}"
+                     + (f" [{','.join(quick.algorithms)}]" if quick.algorithms != full.algorithms else ""))
+    return "\n".join(lines) + "\n"
 
 
 def _steps(text: str) -> tuple[int, ...]:
@@ -85,96 +141,149 @@ def _steps(text: str) -> tuple[int, ...]:
     return steps
 
 
-# the command line's options an experiment kind maps onto its config (`ExperimentKind.settings`)
-KIND_OPTIONS = ("rl_steps", "lr", "eval_samples", "curve_steps")
+def override_keys(args: argparse.Namespace, dev: bool = False) -> list[str]:
+    """The command line's settings of the task's experiment as `key=value` overrides: the short flags
+    (their keys: `ALIASES`), then the KEY=VALUE given. `dev`: the grid's dev phase, whose sample count
+    is --dev-eval-samples where given."""
+    from resrl.demo.config import ALIASES
+
+    values = {option: getattr(args, option, None) for option in ALIASES}
+    if dev and args.dev_eval_samples is not None:
+        values["eval_samples"] = args.dev_eval_samples
+    return [f"{ALIASES[o]}={v!r}" for o, v in values.items() if v is not None] + list(args.overrides)
 
 
-def config_from_args(args: argparse.Namespace):
-    """The demo task's config (its experiment kind's type) with the command line's shared options
-    (--out, --algorithms, --seed, --threads, --eval-split, --reuse-training, and --rl-steps, --lr,
-    --eval-samples through the kind's `settings`); every option checked here, before any work."""
+def config_from_args(args: argparse.Namespace, kind=None):
+    """The demo task's ExperimentConfig with the command line's options and overrides; every option
+    checked here, before any work. `kind`: the task's experiment kind (`kind_of`), where the caller has it."""
+    from resrl.demo.config import with_overrides
     from resrl.demo.tasks import get_demo_task
     from resrl.experiments.kinds import kind_of
 
-    task = get_demo_task(args.task)
-    kind = kind_of(task)
-    cfg = task.config(quick=args.quick)
-    eval_split = getattr(args, "eval_split", "test")
-    if eval_split != "test" and not kind.has_dev_split(cfg):
-        raise InputError(f"--task {task.name} has no dev split (its {kind.name} kind holds out one split, the "
-                         "held-out one): --grid and --eval-split dev are for the tasks that generate problems")
-    if getattr(args, "reuse_training", None) and not hasattr(cfg, "reuse_training"):
-        raise InputError(f"--reuse-training: task {task.name!r} trains each seed from its own start; only tasks "
-                         "that start from a shared pretrained model reuse runs")
-    out = kind.default_out(cfg) if args.out == DEFAULT_OUT and kind.default_out(cfg) else args.out
-    changes = {"out": out, "seed": args.seed, "threads": args.threads}
-    if hasattr(cfg, "eval_split"):
-        changes["eval_split"] = eval_split
-    if getattr(args, "reuse_training", None):
-        changes["reuse_training"] = args.reuse_training
+    kind = kind or kind_of(get_demo_task(args.task))
+    task = kind.task
+    try:
+        cfg = with_overrides(task.config(quick=args.quick), override_keys(args))
+    except ConfigError as exc:
+        raise _flag_error(args, exc) from exc
+    changes = {"seed": args.seed, "threads": args.threads, "eval_split": args.eval_split}
+    if args.out is not None:
+        changes["out"] = args.out
     if args.algorithms is not None:
         changes["algorithms"] = tuple(a.strip() for a in args.algorithms.split(",") if a.strip())
+    if args.curve_steps is not None:
+        changes["curve_steps"] = args.curve_steps
+    if args.reuse_training:
+        if not kind.shares_start:
+            raise InputError(f"--reuse-training: task {task.name!r} trains each seed from its own start; only tasks "
+                             "that start from a shared pretrained model reuse runs")
+        changes["reuse_training"] = args.reuse_training
     cfg = replace(cfg, **changes)
-    for option in KIND_OPTIONS:
-        value = getattr(args, option, None)
-        if value is None:
-            continue
-        flag = "--" + option.replace("_", "-")
-        if option not in kind.settings:
-            raise InputError(f"{flag}: not a setting of task {task.name!r} (its {kind.name} kind sets "
-                             f"{', '.join('--' + o.replace('_', '-') for o in kind.settings)})")
-        if not isinstance(value, tuple) and not value > 0:
-            raise InputError(f"{flag} must be {'> 0' if isinstance(value, float) else '>= 1'}, got {value}")
-        cfg = _set(cfg, kind.settings[option], value)
+    if (cfg.eval_split != "test" or args.grid) and not kind.has_dev_split(cfg):
+        raise InputError(f"--task {task.name} has no dev split (its held-out split is the only one it holds out): "
+                         "--grid and --eval-split dev are for the tasks with a dev split")
+    from resrl.experiments.pipeline import validate_methods
+
+    try:
+        validate_methods(cfg, kind)
+    except ConfigError as exc:
+        raise _flag_error(args, exc) from exc
     return cfg
 
 
-def _set(cfg, path: str, value):
-    """`cfg` with the field at dotted `path` set (nested dataclass sections replaced, not mutated); an
-    evaluation's sample count also resets its ks (powers of two up to the new n)."""
-    head, _, rest = path.partition(".")
-    if rest:
-        return replace(cfg, **{head: _set(getattr(cfg, head), rest, value)})
-    extra = {"ks": None} if head == "n" and hasattr(cfg, "ks") else {}
-    return replace(cfg, **{head: value}, **extra)
+def _flag_error(args: argparse.Namespace, exc: Exception) -> ConfigError:
+    """A config error, prefixed with the short flag that set its key where one did (`--lr: ...`)."""
+    from resrl.demo.config import ALIASES
+
+    flags = [f"--{o.replace('_', '-')}" for o, key in ALIASES.items()
+             if getattr(args, o) is not None and f"'{key}'" in str(exc)]
+    return ConfigError(f"{flags[0]}: {exc}" if flags else str(exc))
+
+
+def print_config(cfg, kind) -> str:
+    """`--print-config`: the methods' shared `resrl train` config as YAML (what `resrl train --config`
+    runs once the start exists: model.path is the start, data.train the rows it writes; each method adds
+    its algorithm section and train.output_dir OUT/<method>), then the experiment's other sections as
+    comments."""
+    import yaml
+
+    from resrl.experiments.layout import jsonable
+
+    task, out = kind.task, cfg.out
+    sections = cfg.training(data=kind.data(cfg, {"data_path": kind.ROWS_FILE}), model=f"{out}/warm_start")
+    training = {name: sections.pop(name) for name in ("model", "data", "reward") if name in sections}
+    training.update(sections)
+    if training.get("reward", {}).get("function") is None:  # the task's reward function, handed over in memory
+        reward = task.reward
+        training["reward"] = {**training.get("reward", {}),
+                              "function": f"{reward.__module__}:{getattr(reward, '__name__', type(reward).__name__)}"}
+    lines = [f"# resrl demo --task {cfg.task_name}{' --quick' if cfg.is_quick else ''}: the `resrl train` config every "
+             f"method shares; each adds its algorithm ({', '.join(cfg.algorithms)}) and train.output_dir "
+             f"({out}/<method>). model.path is the start and data.train the training rows, both written by the "
+             "experiment's start phase.",
+             yaml.safe_dump(jsonable(training), sort_keys=False).rstrip(), "",
+             f"# the experiment's other sections (keys start.*, eval.*, task.*; kind: {kind.name})"]
+    for name in ("start", "eval", "task"):
+        section = getattr(cfg, name)
+        lines.append(f"# {name}: {type(section).__name__} " + yaml.safe_dump(jsonable(section), default_flow_style=True,
+                                                                            width=10_000).strip())
+    lines.append(f"# seed: {cfg.seed}, out: {out}, eval_split: {cfg.eval_split}, curve_steps: {list(cfg.curve_steps)}")
+    return "\n".join(lines) + "\n"
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.worker_run is None and args.workers is not None and args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         raise InputError(f"--workers must be >= 1, got {args.workers}")
-    if args.worker_run is not None:
-        from resrl.experiments.workers import worker_main
-
-        return worker_main(args.out, args.worker_run)
     if args.dev_eval_samples is not None and not args.grid:
         raise InputError("--dev-eval-samples: only with --grid (the dev split is where --grid chooses)")
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import kind_of
+
+    kind = kind_of(get_demo_task(args.task))  # the task, looked up once: everything below is handed it
+    cfg = config_from_args(args, kind)  # every option checked before any process starts
+    if args.print_config:
+        print(print_config(cfg, kind), end="")
+        return 0
     if args.grid:
-        return run_grid(args)
+        return run_grid(args, cfg, kind)
     if args.seeds is not None:
-        return run_multiseed(args)
+        return run_multiseed(args, cfg, kind, baseline=_baseline(cfg.algorithms))
     from resrl.experiments.pipeline import run_experiment
 
-    run_experiment(config_from_args(args), workers=args.workers)
+    run_experiment(cfg, workers=args.workers, kind=kind)
     return 0
 
 
-def run_multiseed(args: argparse.Namespace) -> int:
+def seed_args(args: argparse.Namespace, algorithms: str, options=(), dev: bool = False) -> list[str]:
+    """`resrl demo`'s arguments of each seed's process (or the grid's dev phase's: `dev`): the task,
+    `algorithms`, `options`, --quick and --curve-steps as given, then the experiment's settings given on
+    the command line as KEY=VALUE overrides (`override_keys`)."""
+    if dev and args.dev_eval_samples is not None and args.dev_eval_samples < 1:
+        raise InputError(f"--dev-eval-samples must be >= 1, got {args.dev_eval_samples}")
+    curve = args.curve_steps
+    return ["--task", args.task, "--algorithms", algorithms, *options, *(["--quick"] if args.quick else []),
+            *(["--curve-steps", ",".join(map(str, curve))] if curve else []), *override_keys(args, dev=dev)]
+
+
+def run_multiseed(args: argparse.Namespace, cfg, kind, baseline: str, per_seed_args=None) -> int:
+    """`--seeds`: one process per seed with cfg's methods in cfg.out (`run_multiseed_demo`)."""
+    from resrl.experiments.jobs import default_workers
     from resrl.experiments.seeds import parse_seeds, run_multiseed_demo
 
-    seeds = parse_seeds(args.seeds)
-    cfg = config_from_args(args)  # validate the shared options before starting any process
-    return run_multiseed_demo(args, seeds, args.task, ",".join(cfg.algorithms), cfg.out,
-                              baseline=_baseline(cfg.algorithms))
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
+    return run_multiseed_demo(cfg.out, seeds, seed_args(args, ",".join(cfg.algorithms)),
+                              args.workers or default_workers(len(seeds)), baseline, per_seed_args,
+                              shared_start=kind.shares_start)
 
 
 def _baseline(labels) -> str:
-    """What the other methods are paired with besides the warm start: GRPO when it runs, else the warm start."""
-    from resrl.experiments.seeds import WARM_START
+    """What the other methods are paired with besides the start: GRPO when it runs, else the start."""
+    from resrl.demo.config import START
 
-    return "grpo" if "grpo" in labels else WARM_START
+    return "grpo" if "grpo" in labels else START
 
 
-def run_grid(args: argparse.Namespace) -> int:
+def run_grid(args: argparse.Namespace, cfg, kind) -> int:
     """`resrl demo --grid KEY=V1,V2 [--seeds ...]`: each algorithm's setting chosen on the dev split of
     the first seed (one demo run in OUT/dev with every (algorithm, value), `--eval-split dev`), then
     the chosen variants over the seeds (`run_multiseed_demo`, OUT/seed-S), reported on the held-out
@@ -183,34 +292,30 @@ def run_grid(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from resrl.experiments.grid import choose_on_dev, parse_grid, write_dev_report
-    from resrl.experiments.seeds import budget_args, parse_seeds, run_multiseed_demo, run_seeds
+    from resrl.experiments.jobs import default_workers
+    from resrl.experiments.seeds import parse_seeds, run_seeds
     from resrl.train.variants import with_settings
 
     seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
-    grid = parse_grid(args.grid)
-    # validate the shared options (and that the task has a dev split) before starting any process
-    dev_cfg = config_from_args(argparse.Namespace(**{**vars(args), "eval_split": "dev"}))
-    methods = list(dev_cfg.algorithms)
-    out = Path(args.out)
+    grid = parse_grid(args.grid)  # (the task's dev split checked by config_from_args)
+    methods = list(cfg.algorithms)
+    out = Path(cfg.out)
     labels = {m: [(pt, with_settings(m, pt)) for pt in grid] for m in methods}
     every = ",".join(label for m in methods for _, label in labels[m])
     print(f"choosing {', '.join(grid[0])} for {', '.join(methods)} on the dev split (seed {seeds[0]}, "
           f"{len(methods) * len(grid)} RL runs from one start) in {out / 'dev'}", flush=True)
-    from resrl.experiments.jobs import default_workers
-
     inner = args.workers or default_workers(len(methods) * len(grid), quick=args.quick)
-    shared = ["--task", args.task, "--eval-split", "dev", "--algorithms", every, "--workers", str(inner),
-              *budget_args(args, dev=True)]
-    summary = run_seeds(out, [seeds[0]], shared, workers=1, subdir="dev")[seeds[0]]
+    dev = seed_args(args, every, ["--eval-split", "dev", "--workers", str(inner)], dev=True)
+    summary = run_seeds(out, [seeds[0]], dev, workers=1, subdir="dev")[seeds[0]]
     dev_scores = {m: [(pt, float(summary["results"][label]["avg"])) for pt, label in labels[m]] for m in methods}
     chosen = choose_on_dev(dev_scores)
     files = write_dev_report(out, dev_scores, chosen, f"Avg@{summary['config']['eval']['n']}",
-                             [f"{args.task} dev split"], seeds[0])
+                             [f"{cfg.task_name} dev split"], seeds[0])
     print(files[0].read_text(), flush=True)
     final = [with_settings(m, chosen[m]) for m in methods]
     (out / "chosen.json").write_text(json.dumps(dict(zip(methods, final)), indent=1))
     baseline = final[methods.index("grpo")] if "grpo" in methods else final[0]
     # the first seed's chosen runs were trained in OUT/dev: where the task's runs share their start (a
     # pretrained model), that seed evaluates them on the held-out split instead of training them again
-    reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if hasattr(dev_cfg, "reuse_training") else {}
-    return run_multiseed_demo(args, seeds, args.task, ",".join(final), out, baseline=baseline, per_seed_args=reuse)
+    reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if kind.shares_start else {}
+    return run_multiseed(args, replace(cfg, algorithms=tuple(final)), kind, baseline, per_seed_args=reuse)

@@ -1,7 +1,7 @@
 """The experiments' one job runner: chains of CLI commands in parallel worker processes, resumably.
 
-A job is a list of steps; a step is a command line (argv, run as `python -m resrl.cli ...`) and a
-file whose existence means the step is done. Steps of a job run in order; a finished step is
+A job is a list of steps; a step is a command line (argv of `python -m MODULE`, `resrl.cli` unless
+it names another) and a file whose existence means the step is done. Steps of a job run in order; a finished step is
 skipped, so running the same jobs again resumes where they stopped. At most `workers` jobs run at
 once, each in its own process with one torch/OpenMP thread (on a small machine more threads per
 process only contend).
@@ -33,8 +33,9 @@ def default_workers(jobs: int, quick: bool = False) -> int:
 
 @dataclass
 class Step:
-    args: list[str]      # arguments of `python -m resrl.cli`
+    args: list[str]      # arguments of `python -m <module>`
     done: Path           # exists when the step has finished
+    module: str = "resrl.cli"  # the module run (`resrl.experiments.workers`: one method's run)
 
 
 @dataclass
@@ -69,7 +70,7 @@ def run_jobs(jobs: Sequence[Job], workers: int, poll_s: float = 1.0, say: Callab
     def start(job: Job, steps: list[Step]) -> None:
         job.log.parent.mkdir(parents=True, exist_ok=True)
         log = open(job.log, "a")
-        cmd = [sys.executable, "-m", "resrl.cli", *steps[0].args]
+        cmd = [sys.executable, "-m", steps[0].module, *steps[0].args]
         log.write(f"$ {' '.join(cmd)}\n")
         log.flush()
         running[job.name] = (job, steps, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log)

@@ -6,17 +6,19 @@ is evaluated and what the report shows; everything else is the one pipeline
                                    (supervised, stopped at a dev accuracy); single-turn RL; the
                                    generated-problem evaluation; the ω analysis
     steps       `StepsKind`        a tiny model behaviour-cloned on an expert's walkthroughs; RL with
-                                   step-level rollouts (env.layout: step, EnvPool); the step-layout
+                                   step-level rollouts (env.layout: step, EnvPool); the step-episode
                                    evaluator (resrl.eval.steps)
     pretrained  `PretrainedKind`   a pretrained LM (SmolLM2-135M-Instruct) is the start; single-turn
                                    RL; accuracy apart from format
 
-A kind is an `ExperimentKind`: `start(exp)` (the start every method trains from, saved to
-OUT/warm_start; its summary fields), `base_config(cfg, inputs)` (the methods' `resrl train`
-sections), `train_data(cfg, inputs)`, `evaluate(cfg, policy, model_dir, inputs, exp)` (a policy's
-summary entry) and `report(exp, summary)`; `settings` maps the command line's shared options onto
-its config. A demo task names its kind (`DemoTask.experiment`); `KINDS` holds one object per kind.
-A new kind is one subclass and one line in `KINDS`.
+A kind is an `ExperimentKind` bound to its demo task (`kind_of(task)`): `start(exp)` (the start every
+method trains from, saved to OUT/warm_start; its summary fields), `train_data(cfg, inputs)` (the rows
+and reward a method trains on, where they are not the training config's), `evaluate(cfg, policy,
+model_dir, inputs, exp)` (a policy's summary entry) and `report(exp, summary)`. What every method
+trains with is the experiment's `resrl train` config (`ExperimentConfig.train`,
+`resrl.experiments.method.training_config`), whatever the kind. A demo task names its kind
+(`DemoTask.experiment`); `KINDS` holds one class per kind. A new kind is one subclass and one line in
+`KINDS`.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Protocol
 
+from resrl.demo.config import START, ExperimentConfig
 from resrl.errors import InputError
-from resrl.experiments.method import (START, EvalResult, check_curve_steps, eval_dir, evaluate, split_label, train,
+from resrl.experiments.method import (EvalResult, check_curve_steps, eval_dir, evaluate, split_label, train,
                                       training_config)
 
 
@@ -47,45 +51,41 @@ class Start:
 
 
 class ExperimentKind(ABC):
-    """The surface the pipeline uses (see the module docstring); a subclass fills it."""
+    """The surface the pipeline uses (see the module docstring); a subclass fills it. `task`: the
+    demo task (`resrl.demo.tasks.DemoTask`) this kind runs."""
 
     name: str = ""
-    # the command line's shared options -> the config field they set (dotted: a nested section)
-    settings: dict = {"rl_steps": "rl.steps", "lr": "rl.learning_rate", "eval_samples": "eval.n"}
     title_model: str = "a tiny Qwen3 model"  # what the console's first line says is trained
-    def has_dev_split(self, cfg) -> bool:
-        return True
+    # every seed and grid point trains from the same start (a base model): a method's training in
+    # another experiment can be reused (`--reuse-training`, the grid's first seed)
+    shares_start: bool = False
+    ROWS_FILE = "train_rows.jsonl"  # OUT/<this>: the methods' training rows (data.train), written by the start
 
-    def default_out(self, cfg) -> str | None:
-        """The output directory when --out is not given (None: runs/demo)."""
-        return None
+    def __init__(self, task) -> None:
+        self.task = task
+
+    def has_dev_split(self, cfg: ExperimentConfig) -> bool:
+        return True
 
     @abstractmethod
     def start(self, exp) -> Start:
         """Make the start every method trains from, save it to OUT/warm_start, fill its summary fields."""
 
-    @abstractmethod
-    def base_config(self, cfg, inputs: dict) -> dict:
-        """The methods' `resrl train` sections (the method's algorithm and output directory aside)."""
+    def data(self, cfg: ExperimentConfig, inputs: dict) -> str | None:
+        """The methods' `data.train` (a file the start wrote), or None: their rows are `train_data`'s."""
+        return None
 
-    def train_config(self, cfg, label: str, inputs: dict, output_dir: Path):
-        config = training_config(self.base_config(cfg, inputs), label, output_dir, self.save_steps(cfg),
-                                 getattr(cfg, "overrides", ()))
-        check_curve_steps(config, self.curve_steps(cfg))
+    def train_config(self, cfg: ExperimentConfig, label: str, inputs: dict, output_dir: Path):
+        """Method `label`'s `resrl train` config (`training_config`), its curve steps checked."""
+        config = training_config(cfg, label, output_dir, data=self.data(cfg, inputs))
+        check_curve_steps(config, cfg.curve_steps)
         return config
 
-    def save_steps(self, cfg) -> int:
-        return cfg.rl.save_steps
-
-    def curve_steps(self, cfg) -> tuple[int, ...]:
-        """The steps whose models are kept and evaluated like the final one (the learning curve)."""
-        return ()
-
-    def train_data(self, cfg, inputs: dict):
+    def train_data(self, cfg: ExperimentConfig, inputs: dict):
         """(train_dataset or None: the config's data, reward_fn or None: the config's reward)."""
         return None, None
 
-    def train(self, cfg, label: str, inputs: dict, here: Path, exp=None) -> dict:
+    def train(self, cfg: ExperimentConfig, label: str, inputs: dict, here: Path, exp=None) -> dict:
         """One method's training (`resrl.experiments.method.train`), with a progress bar in this process."""
         dataset, reward = self.train_data(cfg, inputs)
         config = self.train_config(cfg, label, inputs, here)
@@ -99,14 +99,15 @@ class ExperimentKind(ABC):
                 display.update(bar, completed=entry.get("step", 0), info=rl_info(entry))
 
         with _quiet(exp):
-            done = train(config, Path(cfg.out) / "warm_start", here, dataset, reward, on_log, self.curve_steps(cfg))
+            done = train(config, Path(cfg.out) / "warm_start", here, dataset, reward, on_log, cfg.curve_steps)
         if bar is not None:
             resumed = done["resumed_from"]
             display.done(bar, info=f"resumed from its checkpoint at step {resumed}" if resumed is not None else "")
         return done
 
     @abstractmethod
-    def evaluate(self, cfg, policy: str, model_dir: Path, inputs: dict, exp=None, start: Start | None = None) -> dict:
+    def evaluate(self, cfg: ExperimentConfig, policy: str, model_dir: Path, inputs: dict, exp=None,
+                 start: Start | None = None) -> dict:
         """A policy's summary entry (JSON), its records in OUT/eval/<policy> where it has records."""
 
     def evaluate_start(self, exp, start: Start) -> dict:
@@ -138,51 +139,43 @@ def _quiet(exp):
 
 class GeneratedKind(ExperimentKind):
     """The kinds whose tasks generate single-turn problems (`resrl.demo.tasks`): the RL rows come from
-    the task's training stream, a policy is scored by `resrl.eval.runner` with the task's reward."""
+    the task's training stream (written once by the start to OUT/train_rows.jsonl, the methods'
+    `data.train`), a policy is scored by `resrl.eval.runner` with the task's reward."""
 
-    settings = {**ExperimentKind.settings, "curve_steps": "rl.curve_steps"}
+    def write_rows(self, exp) -> dict:
+        """OUT/train_rows.jsonl: train.max_steps x train.rollout_prompts rows of the task's RL stream
+        ({"prompt", "answer"}: prompts as the model reads them); the start's inputs naming it."""
+        t = exp.cfg.shared_training().train
+        problems = self.task.problems(exp.cfg).train_problems(t.max_steps * t.rollout_prompts, stream="rl")
+        (exp.out / self.ROWS_FILE).write_text("".join(json.dumps({"prompt": p.prompt, "answer": p.answer}) + "\n"
+                                                      for p in problems))
+        return {"data_path": self.ROWS_FILE}
 
-    def curve_steps(self, cfg) -> tuple[int, ...]:
-        return tuple(cfg.rl.curve_steps)
+    def data(self, cfg: ExperimentConfig, inputs: dict) -> str:
+        return str(Path(cfg.out) / inputs["data_path"])
 
-    def base_config(self, cfg, inputs: dict) -> dict:
-        rl = cfg.rl
-        return {"train": {"seed": cfg.seed, "max_steps": rl.steps, "learning_rate": rl.learning_rate,
-                          "lr_scheduler": "constant", "rollout_prompts": rl.rollout_prompts,
-                          "group_size": rl.group_size, "temperature": rl.temperature,
-                          "max_completion_length": rl.max_completion_length, "max_prompt_length": None,
-                          "use_cpu": True, "micro_batch_size": rl.micro_batch_size},
-                "model": {"trainable_layers": rl.trainable_layers},
-                "log": {"report_to": ["none"], "progress": False, "jsonl": True}}
-
-    def train_data(self, cfg, inputs: dict):
+    def train_data(self, cfg: ExperimentConfig, inputs: dict):
+        """The rows of OUT/train_rows.jsonl as they are (raw prompts stay raw: no instruction, no chat
+        template added) and the task's reward function, handed to the trainer as they are."""
         from datasets import Dataset
 
-        from resrl.demo.tasks import build_task, get_demo_task
+        path = Path(self.data(cfg, inputs))
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return Dataset.from_list(rows), self.task.reward
 
-        rows = [{"prompt": p.prompt, "answer": p.answer}
-                for p in build_task(cfg).train_problems(cfg.rl.steps * cfg.rl.rollout_prompts, stream="rl")]
-        return Dataset.from_list(rows), get_demo_task(cfg.task_name).reward
-
-    def eval_problems(self, cfg) -> list:
+    def eval_problems(self, cfg: ExperimentConfig) -> list:
         """The held-out split, or with cfg.eval_split = "dev" the dev split of as many problems."""
-        from resrl.demo.tasks import build_task
+        problems = self.task.problems(cfg)
+        return problems.test if cfg.eval_split == "test" else problems.dev_split(len(problems.test))
 
-        task = build_task(cfg)
-        if cfg.eval_split == "test":
-            return task.test
-        if cfg.eval_split == "dev":
-            return task.dev_split(len(task.test))
-        raise InputError(f"eval_split must be 'test' or 'dev', got {cfg.eval_split!r}")
-
-    def evaluate(self, cfg, policy: str, model_dir: Path, inputs: dict, exp=None, start: Start | None = None) -> dict:
+    def evaluate(self, cfg: ExperimentConfig, policy: str, model_dir: Path, inputs: dict, exp=None,
+                 start: Start | None = None) -> dict:
         return self.evaluate_generated(cfg, policy, model_dir, exp, start).to_dict()
 
-    def evaluate_generated(self, cfg, policy: str, model_dir: Path, exp=None, start: Start | None = None) -> EvalResult:
+    def evaluate_generated(self, cfg: ExperimentConfig, policy: str, model_dir: Path, exp=None,
+                           start: Start | None = None) -> EvalResult:
         """Greedy + sampled evaluation of the model in `model_dir` (or `start`'s model in memory),
         records in OUT/eval/<policy>, which an interrupted evaluation resumes from."""
-        from resrl.demo.tasks import get_demo_task
-
         display = exp.display if exp is not None else None
         with _quiet(exp):
             if start is not None and start.model is not None:
@@ -200,7 +193,7 @@ class GeneratedKind(ExperimentKind):
             bar = display.start(f"evaluate {policy}", total=len(test) * (1 + n), info=f"greedy + {n} samples/problem")
         records = eval_dir(cfg.out, policy)
         with _quiet(exp):
-            res = evaluate(model, tokenizer, test, cfg.eval, records, scorer=get_demo_task(cfg.task_name).reward,
+            res = evaluate(model, tokenizer, test, cfg.eval, records, scorer=self.task.reward,
                            benchmark=split_label(cfg.eval_split, records),
                            on_progress=None if bar is None else (lambda done: display.update(bar, completed=done)))
         if bar is not None:
@@ -217,22 +210,19 @@ class SupervisedKind(GeneratedKind):
     name = "supervised"
 
     def start(self, exp) -> Start:
-        from resrl.demo.tasks import build_task
         from resrl.experiments.method import greedy_accuracy
         from resrl.experiments.warmstart import warm_start
         from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
-        cfg, task, display = exp.cfg, exp.task, exp.display
-        problems = build_task(cfg)
-        model, tokenizer = build_tiny_model(None, TinyModelConfig(hidden_size=cfg.hidden_size,
-                                                                  num_hidden_layers=cfg.num_layers,
-                                                                  alphabet=task.alphabet, seed=cfg.seed))
+        cfg, task, display, warm = exp.cfg, self.task, exp.display, exp.cfg.start
+        problems = task.problems(cfg)
+        model, tokenizer = build_tiny_model(None, TinyModelConfig(**warm.model, alphabet=task.alphabet, seed=cfg.seed))
         first = self.eval_problems(cfg)[0]
         exp.summary["example"] = {"prompt": first.prompt, "target": task.target(first)}
         exp.summary["num_parameters"] = sum(p.numel() for p in model.parameters())
-        dev = problems.train_problems(cfg.dev_problems, stream="dev")
-        sft = problems.train_problems(cfg.warm.max_steps * cfg.warm.batch_size, stream="sft")
-        bar = display.start("warm start (supervised)", total=cfg.warm.max_steps)
+        dev = problems.train_problems(warm.dev_problems, stream="dev")
+        sft = problems.train_problems(warm.max_steps * warm.batch_size, stream="sft")
+        bar = display.start("warm start (supervised)", total=warm.max_steps)
 
         def dev_accuracy() -> float:
             return greedy_accuracy(model, tokenizer, dev, cfg.eval, scorer=task.reward)
@@ -242,8 +232,7 @@ class SupervisedKind(GeneratedKind):
             display.update(bar, completed=step + 1, info=info if acc is not None or step % 10 == 0 else None)
 
         with _quiet(exp):
-            ws = warm_start(model, tokenizer, sft, replace(cfg.warm, seed=cfg.seed), dev_accuracy, on_step,
-                            target=task.target)
+            ws = warm_start(model, tokenizer, sft, warm, cfg.seed, dev_accuracy, on_step, target=task.target)
         display.update(bar, total=ws["steps"])
         with _quiet(exp):
             model.save_pretrained(exp.out / "warm_start")
@@ -253,26 +242,26 @@ class SupervisedKind(GeneratedKind):
         exp.summary["warm_start"] = {"steps": ws["steps"], "dev_accuracy": ws["dev_accuracy"],
                                      "final_loss": ws["losses"][-1] if ws["losses"] else None}
         last = f", dev greedy {ws['dev_accuracy'][-1][1]:.0%}" if ws["dev_accuracy"] else ""
-        exp.timings["warm start"] = display.done(bar, info=f"{ws['steps']} steps{last}")
-        return Start(exp.out / "warm_start", model=model, tokenizer=tokenizer)
+        exp.timings[START] = display.done(bar, info=f"{ws['steps']} steps{last}")
+        return Start(exp.out / "warm_start", inputs=self.write_rows(exp), model=model, tokenizer=tokenizer)
 
     def evaluate_start(self, exp, start: Start) -> dict:
         """The warm start's evaluation and the ω analysis of its negative completions (both read only
         the warm-start model)."""
-        from resrl.demo.tasks import build_task
         from resrl.experiments.present.omega import analyse_omega
 
         res = super().evaluate_start(exp, start)
         cfg = exp.cfg
         if start.model is None:  # a kept start (a resumed experiment): its model from disk
             start = self.load(start)
+        t = cfg.shared_training().train
         bar = exp.display.start("ω analysis (warm-start policy)", total=1)
         with _quiet(exp):
             omega = analyse_omega(start.model, start.tokenizer,
-                                  build_task(cfg).train_problems(cfg.omega_problems, stream="omega"),
-                                  group_size=cfg.rl.group_size, temperature=cfg.rl.temperature,
-                                  max_new_tokens=cfg.rl.max_completion_length, seed=cfg.seed,
-                                  reward=exp.task.reward, target=exp.task.target)
+                                  self.task.problems(cfg).train_problems(cfg.start.omega_problems, stream="omega"),
+                                  group_size=t.group_size, temperature=t.temperature,
+                                  max_new_tokens=t.max_completion_length, seed=cfg.seed,
+                                  reward=self.task.reward, target=self.task.target)
         exp.summary["omega"] = omega.to_dict()
         exp.timings["ω analysis"] = exp.display.done(bar)
         return res
@@ -298,18 +287,20 @@ class PretrainedKind(GeneratedKind):
 
     name = "pretrained"
     title_model = "pretrained SmolLM2-135M-Instruct"
+    shares_start = True
 
     def start(self, exp) -> Start:
         first = self.eval_problems(exp.cfg)[0]
         exp.summary["example"] = {"prompt": first.prompt, "answer": first.answer}
         bar = exp.display.start("base model (convert SmolLM2 once)", total=1)
         with _quiet(exp):
-            model_dir = ensure_base_model(exp.cfg.model_dir)
+            model_dir = ensure_base_model(exp.cfg.start.model_dir)
         link_start(exp.out, model_dir)
         exp.timings["base model"] = exp.display.done(bar, info=str(model_dir))
-        return Start(exp.out / "warm_start")
+        return Start(exp.out / "warm_start", inputs=self.write_rows(exp))
 
-    def evaluate(self, cfg, policy: str, model_dir: Path, inputs: dict, exp=None, start: Start | None = None) -> dict:
+    def evaluate(self, cfg: ExperimentConfig, policy: str, model_dir: Path, inputs: dict, exp=None,
+                 start: Start | None = None) -> dict:
         res = self.evaluate_generated(cfg, policy, model_dir, exp, start)
         return {**res.to_dict(), **format_metrics(eval_dir(cfg.out, policy) / "sampled", cfg.eval.n)}
 
@@ -378,41 +369,52 @@ def format_metrics(sampled_dir: str | Path, n: int | None = None) -> dict[str, f
                                   if n_finished else float("nan"))}
 
 
-# -- step layout: the agents task -----------------------------------------------------------------
+# -- step layout: the agents and webshop tasks ---------------------------------------------------------
+
+class StepGames(Protocol):
+    """What the steps kind asks of a step task's shape (`ExperimentConfig.task`, e.g.
+    `resrl.demo.agents_task.CorridorGames`, `resrl.demo.webshop_task.WebShopGoals`); its environment,
+    budgets and sampling are the training config's (env.*, train.*)."""
+
+    def has_dev_split(self) -> bool: ...  # a dev split beside the held-out one (--grid, --eval-split dev)
+
+    def games(self, seed: int, split: str = "test") -> tuple[list, list, dict]: ...  # (training games, held-out
+    # (or dev) games, the split's facts for summary.json)
+
+    def phases(self, train: list, start) -> tuple[list, list, list]: ...  # (cloning games, its check's, RL games)
+
+    def expert_samples(self, games, section) -> list: ...  # [(step prompt messages, expert reply)], cloning
+
+    def report_header(self, cfg: ExperimentConfig, summary: dict) -> list[str]: ...  # report.md's title and task
+
 
 class StepsKind(ExperimentKind):
-    """The step-layout tasks (`agents`): a tiny model behaviour-cloned on a scripted expert
-    (`resrl.experiments.warmstart.behaviour_cloning`), RL with step-level rollouts in EnvPool workers,
-    the step-layout evaluator (`resrl.eval.steps`). --rl-steps counts generation rounds.
-
-    The task's config (e.g. `resrl.demo.agents_task.AgentsDemoConfig`) is its data: its budgets (seed,
-    bc_*, rounds, updates_per_round, rollout_prompts, group_size, history_window, max_steps,
-    max_step_tokens, temperature, eval_samples, model, ...) and three methods: `games()` -> (training
-    games, held-out games, facts about the split for summary.json), `env()` -> (env.name, options),
-    `expert_samples(games)` -> [(step prompt messages, expert reply)]."""
+    """The step-layout tasks (`agents`, `webshop`): a tiny model behaviour-cloned on a scripted expert
+    (`resrl.experiments.warmstart.behaviour_cloning`, `ExperimentConfig.start`: `BehaviourCloning`),
+    RL with step-level rollouts in EnvPool workers (the training config's `env` section), the
+    step-episode evaluator (`resrl.eval.steps`) in the same environment. The task's games, their
+    split and its expert: `StepGames`."""
 
     name = "steps"
-    settings = {"rl_steps": "rounds", "lr": "learning_rate", "eval_samples": "eval_samples"}
+    ROWS_FILE = "train_games.jsonl"  # one game per row (its "problem")
 
-    def has_dev_split(self, cfg) -> bool:
-        return False
+    def has_dev_split(self, cfg: ExperimentConfig) -> bool:
+        return cfg.task.has_dev_split()
 
-    def default_out(self, cfg) -> str:
-        return f"runs/demo-{cfg.task_name}"
-
-    def save_steps(self, cfg) -> int:
-        return cfg.save_steps
+    def data(self, cfg: ExperimentConfig, inputs: dict) -> str:
+        return str(Path(cfg.out) / inputs["data_path"])
 
     def start(self, exp) -> Start:
         from resrl.demo.agents_task import BC_CHECK_SEED
         from resrl.experiments.warmstart import behaviour_cloning
         from resrl.models.tiny import TinyModelConfig, build_tiny_model
 
-        cfg, out, display = exp.cfg, exp.out, exp.display
+        cfg, out, display, bc = exp.cfg, exp.out, exp.display, exp.cfg.start
+        section = cfg.shared_training().env
         t0 = time.perf_counter()
-        train_games, test_games, split = cfg.games()
-        bc_games, dev, rl_games = cfg.phases(train_games)
-        data_path = out / "train_games.jsonl"  # the RL runs' games
+        train_games, test_games, split = cfg.task.games(cfg.seed, cfg.eval_split)
+        bc_games, dev, rl_games = cfg.task.phases(train_games, bc)
+        data_path = out / self.ROWS_FILE  # the RL runs' games
         data_path.write_text("".join(json.dumps({"problem": g, "answer": ""}) + "\n" for g in rl_games))
         # the rows `resrl eval --env resrl.envs.toy:make_toy_env --data OUT/test_games.jsonl` reads
         (out / "test_games.jsonl").write_text("".join(json.dumps({"problem": g, "answer": ""}) + "\n"
@@ -421,39 +423,26 @@ class StepsKind(ExperimentKind):
                             "bc_games": len(bc_games), "rl_games": len(rl_games),
                             **split, "training": {}})
         base, warm_dir = out / "model-init", out / "warm_start"
-        build_tiny_model(base, TinyModelConfig(**cfg.model, seed=cfg.seed))
+        build_tiny_model(base, TinyModelConfig(**bc.model, seed=cfg.seed))
         stop = None
-        if cfg.bc_target is not None and dev:
+        if bc.target_success is not None and dev:
             def stop(model, tok):  # sampled as RL samples (temperature, full softmax), 4 episodes per game
-                s = play(model, tok, dev, cfg, seed=cfg.seed + BC_CHECK_SEED, temperature=cfg.temperature, samples=4)
-                return s["success"] >= cfg.bc_target, s["success"]
-        display.say(f"warm start: behaviour cloning (at most {cfg.bc_steps} steps) on the expert's walkthroughs of "
+                s = self.play(cfg, model, tok, dev, seed=cfg.seed + BC_CHECK_SEED, sampled=True, samples=4)
+                return s["success"] >= bc.target_success, s["success"]
+        display.say(f"warm start: behaviour cloning (at most {bc.max_steps} steps) on the expert's walkthroughs of "
                     f"{len(bc_games)} training games" + (f", until sampled success on {len(dev)} other training "
-                                                         f"games reaches {cfg.bc_target}" if stop else ""))
+                                                         f"games reaches {bc.target_success}" if stop else ""))
         with _quiet(exp):
-            bc = behaviour_cloning(str(base), str(warm_dir), cfg.expert_samples(bc_games),
-                                   cfg.bc_steps, cfg.seed, cfg.bc_lr, cfg.bc_batch, log=display.say, stop=stop,
-                                   min_steps=50, check_every=getattr(cfg, "bc_check_every", 10))
-        exp.summary.update({"bc_samples": bc["samples"], "bc_steps": bc["steps"], "bc_checks": bc["checks"],
-                            "bc_kept": bc["kept"]})
-        exp.timings["warm start"] = round(time.perf_counter() - t0, 1)
+            cloned = behaviour_cloning(str(base), str(warm_dir), cfg.task.expert_samples(bc_games, section),
+                                       bc.max_steps, cfg.seed, bc.learning_rate, bc.batch_size, log=display.say,
+                                       stop=stop, min_steps=50, check_every=bc.check_every)
+        exp.summary.update({"bc_samples": cloned["samples"], "bc_steps": cloned["steps"],
+                            "bc_checks": cloned["checks"], "bc_kept": cloned["kept"]})
+        exp.timings[START] = round(time.perf_counter() - t0, 1)
         return Start(warm_dir, inputs={"data_path": data_path.name, "test_games": test_games})
 
-    def base_config(self, cfg, inputs: dict) -> dict:
-        name, options = cfg.env()
-        return {"data": {"train": str(Path(cfg.out) / inputs["data_path"])}, "reward": {"function": "env"},
-                "env": {"name": name, "layout": "step", "history_window": cfg.history_window,
-                        "max_steps": cfg.max_steps, "max_step_tokens": cfg.max_step_tokens, "num_workers": 1,
-                        **({"options": dict(options)} if options else {})},
-                "train": {"max_steps": cfg.rounds * cfg.updates_per_round, "rollout_prompts": cfg.rollout_prompts,
-                          "update_prompts": cfg.rollout_prompts // cfg.updates_per_round,
-                          "warmup_steps": cfg.warmup_rounds * cfg.updates_per_round, "group_size": cfg.group_size,
-                          "learning_rate": cfg.learning_rate, "temperature": cfg.temperature,
-                          "max_prompt_length": 700, "seed": cfg.seed},
-                "loss": {"agg": cfg.loss_agg},
-                "log": {"progress": False, "report_to": ["none"]}}
-
-    def evaluate(self, cfg, policy: str, model_dir: Path, inputs: dict, exp=None, start: Start | None = None) -> dict:
+    def evaluate(self, cfg: ExperimentConfig, policy: str, model_dir: Path, inputs: dict, exp=None,
+                 start: Start | None = None) -> dict:
         """Greedy success, sampled success (`avg`), the mean episode reward greedy and sampled (`greedy_score`,
         `score`: WebShop's score), pass@1 / pass@n, and details, on the held-out games."""
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -462,19 +451,34 @@ class StepsKind(ExperimentKind):
 
         tok = AutoTokenizer.from_pretrained(model_dir)
         model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
-        games = inputs["test_games"]
-        greedy = play(model, tok, games, cfg)
-        sampled = play(model, tok, games, cfg, seed=cfg.seed + EVAL_SEED, temperature=cfg.temperature,
-                       samples=cfg.eval_samples)
+        games, n = inputs["test_games"], cfg.eval.n
+        greedy = self.play(cfg, model, tok, games)
+        sampled = self.play(cfg, model, tok, games, seed=cfg.seed + EVAL_SEED, sampled=True, samples=n)
         r = {"greedy": greedy["success"], "avg": sampled["success"], "avg_se": sampled["se"],
              "greedy_score": greedy["reward"], "score": sampled["reward"],  # the mean episode reward (WebShop's score)
-             "pass_at": {"1": sampled["success"], str(cfg.eval_samples): sampled["pass"]},
+             "pass_at": {"1": sampled["success"], str(n): sampled["pass"]},
              "episodes": sampled["episodes"], "steps": sampled["steps"],
              "invalid_format_rate": sampled["invalid_format_rate"],
              "greedy_invalid_format_rate": greedy["invalid_format_rate"], "per_game": sampled["per_game"]}
         if exp is not None:
             exp.display.say(f"{policy}: held-out greedy {r['greedy']:.3f}, sampled {r['avg']:.3f} ± {r['avg_se']:.3f}")
         return r
+
+    @staticmethod
+    def play(cfg: ExperimentConfig, model, tok, games, seed: int = 0, sampled: bool = False, samples: int = 1) -> dict:
+        """Success on `games` in the training config's environment, through
+        `resrl.eval.steps.evaluate_steps` (the evaluator `resrl eval --env` uses): greedy (temperature 0,
+        one episode each) or sampled at the training temperature (`samples` episodes per game, seeded).
+        Returns success (mean over episodes), its standard error over games, pass@samples, mean steps,
+        invalid-format rate (its extra keys, e.g. per_game, come along)."""
+        from resrl.eval.steps import evaluate_steps, step_env
+
+        config = cfg.shared_training()
+        env = config.env
+        factory, own = step_env(env.name, env.max_steps)
+        return evaluate_steps(model, tok, games, factory, {**own, **env.options, "history_window": env.history_window},
+                              max_steps=env.max_steps, max_step_tokens=env.max_step_tokens, seed=seed,
+                              temperature=config.train.temperature if sampled else 0.0, samples=samples)
 
     def entry(self, summary: dict, policy: str, result: dict) -> dict:
         keys = ("episode/success", "episode/invalid_format_rate", "episode/invalid_action_rate", "episode/steps")
@@ -483,27 +487,13 @@ class StepsKind(ExperimentKind):
                                        "rl_seconds": round(result["rl_seconds"], 1)}
         r = result["result"]
         return {**r, "rl_seconds": round(result["rl_seconds"], 1),
-                "paired_vs_warm_start": paired(r, summary["results"][START])}
+                "paired_vs_warm_start": paired(r, summary["results"][START]),
+                **({"curve": result["curve"]} if result.get("curve") else {})}
 
     def report(self, exp, summary: dict, plots: bool = True) -> list[Path]:
         from resrl.experiments.present.report import steps_report
 
         return steps_report(exp, summary, plots)
-
-
-def play(model, tok, games, cfg, seed: int = 0, temperature: float = 0.0, samples: int = 1) -> dict:
-    """Success on `games` in the task's environment (`cfg.env()`; without one, the corridor of
-    resrl.envs.toy) through `resrl.eval.steps.evaluate_steps`, the evaluator `resrl eval --env` uses:
-    greedy (temperature 0, one episode each) or sampled (`samples` episodes per game, seeded). Returns
-    success (mean over episodes), its standard error over games, pass@samples, mean steps,
-    invalid-format rate (its extra keys, e.g. per_game, come along)."""
-    from resrl.eval.steps import evaluate_steps, step_env
-
-    name, options = cfg.env() if hasattr(cfg, "env") else ("resrl.envs.toy:make_toy_env", {})
-    factory, own = step_env(name, cfg.max_steps)
-    return evaluate_steps(model, tok, games, factory, {**own, **options, "history_window": cfg.history_window},
-                          max_steps=cfg.max_steps, max_step_tokens=cfg.max_step_tokens, seed=seed,
-                          temperature=temperature, samples=samples)
 
 
 def paired(result: dict, start: dict) -> dict:
@@ -518,28 +508,33 @@ def paired(result: dict, start: dict) -> dict:
     return {"mean": d["mean"], "se": se, "low": d["low"], "high": d["high"], "n": d["n"], "wins": d["wins"]}
 
 
-KINDS: dict[str, ExperimentKind] = {kind.name: kind for kind in (SupervisedKind(), StepsKind(), PretrainedKind())}
+KINDS: dict[str, type[ExperimentKind]] = {kind.name: kind for kind in (SupervisedKind, StepsKind, PretrainedKind)}
 
 
-def kind_of(task_or_cfg) -> ExperimentKind:
-    """The kind that runs a demo task (a `DemoTask`, or a config with `task_name`)."""
-    from resrl.demo.tasks import get_demo_task
-
-    task = get_demo_task(task_or_cfg.task_name) if hasattr(task_or_cfg, "task_name") else task_or_cfg
+def kind_of(task) -> ExperimentKind:
+    """The kind that runs a demo task (a `DemoTask`), bound to it."""
     try:
-        return KINDS[task.experiment]
+        return KINDS[task.experiment](task)
     except KeyError:
         raise ValueError(f"demo task {task.name!r}: unknown experiment kind {task.experiment!r} "
                          f"(choose from {sorted(KINDS)})") from None
 
 
-def handoff_config(task, data: dict):
-    """A demo task's experiment config back from its JSON (the worker handoff): the task's config type
-    (`task.config`'s), its `task` section the task's own shape (`task.config_type`)."""
+def handoff_config(task, data: dict) -> ExperimentConfig:
+    """A demo task's experiment config back from its JSON (the worker handoff): its start, eval and
+    task sections of the types the task's own config has."""
     from resrl.experiments.layout import config_from_dict as from_dict
 
-    return from_dict(type(task.config(quick=False)), data, sections={"task": task.config_type})
+    own = task.config(quick=False)
+    return from_dict(ExperimentConfig, data, sections={name: type(getattr(own, name)) for name in ("start", "eval", "task")})
 
 
-__all__ = ["handoff_config", "START", "Start", "ExperimentKind", "GeneratedKind", "SupervisedKind", "PretrainedKind", "StepsKind",
-           "KINDS", "kind_of", "ensure_base_model", "link_start", "format_metrics", "play", "paired"]
+
+def __getattr__(name: str):
+    """A name that left this module (play): an ImportError naming its new path (resrl._moved)."""
+    from resrl._moved import moved_name
+
+    raise moved_name(__name__, name)
+
+__all__ = ["handoff_config", "Start", "ExperimentKind", "GeneratedKind", "SupervisedKind", "PretrainedKind",
+           "StepsKind", "StepGames", "KINDS", "kind_of", "ensure_base_model", "link_start", "format_metrics", "paired"]

@@ -9,8 +9,10 @@
     OUT/<run>/trained.json       the run's training finished and its model is saved; its evaluation
                                  may not be (TRAINED_FILE): a resumed run evaluates, it does not train
     OUT/<run>/worker.log         a worker's stdout and stderr (WORKER_LOG)
+    OUT/summary.json             the experiment's summary, written last (SUMMARY_FILE: the name every
+                                 summary of resrl's has, the evaluator's of OUT/eval/<policy>/greedy too)
     OUT/seed-S/                  one seed of a multi-seed experiment (`seed_dir`); its summary.json
-                                 (SUMMARY_FILE) means done
+                                 means done
 
 `resrl demo` (every task), `resrl demo --seeds`, `--grid` and `resrl compare` name their runs with
 these functions; `resrl.experiments.jobs.run_jobs` runs them.

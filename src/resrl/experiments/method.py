@@ -2,8 +2,8 @@
 evaluate; resumed mid-training from its checkpoints), the reuse of an earlier experiment's training,
 and the evaluation records.
 
-    training_config(base, label, output_dir, save_steps)   a `resrl train` config: the kind's base
-                                                          sections + the method's variant settings
+    training_config(cfg, label, output_dir)               a method's `resrl train` config: the
+                                                          experiment's + the method's variant settings
     run_one(cfg, label, inputs)                           one method's run: the worker protocol's job
     keep_checkpoint_models(run, steps)                    the models of checkpoints at `steps`, kept for
                                                           the learning curve (OUT/<run>/curve/step-N)
@@ -40,14 +40,14 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from resrl.data.problem import Problem
+from resrl.demo.config import ExperimentConfig
 from resrl.errors import InputError
 from resrl.eval.runner import EvalConfig
-from resrl.experiments.layout import (HANDOFF_FILE, RESULT_FILE, TRAINED_FILE, config_to_dict, read_handoff,
-                                      run_dir, run_dir_name, write_json_atomic)
+from resrl.experiments.layout import (HANDOFF_FILE, RESULT_FILE, SUMMARY_FILE, TRAINED_FILE, config_to_dict,
+                                      read_handoff, run_dir, run_dir_name, write_json_atomic)
 
 CURVE_DIR = "curve"  # OUT/<run>/curve/step-N: the model at step N of the run (`keep_checkpoint_models`)
 
-START = "warm start"  # the start's policy name in summary.json, whatever the kind (what --seeds pairs with)
 HELD_OUT = "held-out split"  # the benchmark name of an evaluation on the held-out split (records, plots)
 DEV_SPLIT = "dev split"      # ... on the dev split where `--grid` chooses (records before 0.3 say HELD_OUT)
 # the name each split's samples are seeded by (resrl.eval.runner.evaluate's seed_names): the dev split keeps
@@ -59,31 +59,27 @@ WARM_CHECK = "warm-start check"  # the supervised warm start's greedy stopping c
 
 # -- training ---------------------------------------------------------------------------------------
 
-def training_config(base: dict, label: str, output_dir: str | Path, save_steps: int = 0,
-                    overrides: Sequence[str] = ()):
-    """A method's `resrl train` configuration: the kind's `base` sections, the method's `algorithm`
-    section (`label`: a registry name or a variant `name/key=value...`, `resrl.train.variants`),
-    `train.output_dir`, checkpoints every `save_steps` updates (0: none), then `overrides` and the
-    variant's own training keys (`resrl/train.learning_rate=3e-5`) over it all.
+def training_config(cfg: ExperimentConfig, label: str, output_dir: str | Path, data: str | None = None):
+    """Method `label`'s `resrl train` configuration: the experiment's training sections with its seed
+    (`ExperimentConfig.training`; `data`: its `data.train`), the method's `algorithm` section
+    (`label`: a registry name or a variant `name/key=value...`, `resrl.train.variants`),
+    `train.output_dir`, then the variant's own training keys (`resrl/train.learning_rate=3e-5`) over it all.
 
-    A checkpoint falls between generation rounds (TrainConfig.validate), so `save_steps` is rounded up
-    to a multiple of the method's updates per round (a variant's `train.update_prompts=4` gives 4 of
-    16 prompts: every 12 updates for save_steps 10); a `checkpoint.save_steps` the overrides or the
-    variant give is theirs, as given."""
-    import copy
-
+    A checkpoint falls between generation rounds (TrainConfig.validate), so the experiment's
+    `checkpoint.save_steps` is rounded up to a multiple of the method's updates per round (a variant's
+    `train.update_prompts=4` gives 4 of 16 prompts: every 12 updates for save_steps 10); a
+    `checkpoint.save_steps` the variant gives is its own, as given."""
     from resrl.train.config import config_from_dict
     from resrl.train.schema import apply_overrides
     from resrl.train.variants import parse_variant
 
     variant = parse_variant(label)
-    data = copy.deepcopy(base)
-    data["algorithm"] = variant.algorithm_section()
-    data.setdefault("train", {})["output_dir"] = str(output_dir)
-    data["checkpoint"] = {**data.get("checkpoint", {}), "save_steps": save_steps}
-    keys = [*overrides, *variant.overrides]
-    config = config_from_dict(apply_overrides(data, keys))
-    if save_steps and "checkpoint.save_steps" not in {k.split("=", 1)[0].strip() for k in keys}:
+    sections = cfg.training(data=data)
+    sections["algorithm"] = variant.algorithm_section()
+    sections["train"]["output_dir"] = str(output_dir)
+    save_steps = sections.setdefault("checkpoint", {}).setdefault("save_steps", 0)
+    config = config_from_dict(apply_overrides(sections, list(variant.overrides)))
+    if save_steps and "checkpoint.save_steps" not in {k.split("=", 1)[0].strip() for k in variant.overrides}:
         per_round = max(1, config.updates_per_round)
         config.checkpoint.save_steps = -(-save_steps // per_round) * per_round
     return config
@@ -203,19 +199,18 @@ def _keep_models_callback(here: Path, steps: Sequence[int]):
 NOT_TRAINING = ("out", "algorithms", "eval", "eval_split", "reuse_training")
 
 
-def reusable_training(cfg, label: str, train_config: Callable[[Path], object],
+def reusable_training(cfg: ExperimentConfig, label: str, train_config: Callable[[Path], object],
                       curve_steps: Sequence[int] = ()) -> Path | None:
     """The run directory of `label` in `cfg.reuse_training` (an earlier experiment's OUT) when its
     training is this one's: the run finished there (result.json), both experiments have the same task,
     seed, budgets and every other training setting (their configs without NOT_TRAINING), the same
     train config (`train_config(output_dir)`; where it is written and how often it checkpoints aside),
     the same start (OUT/warm_start resolves to the same model) and the models of `curve_steps` kept
-    (`curve_models`). None otherwise (or when `cfg` has
-    no `reuse_training`): the method trains.
+    (`curve_models`). None otherwise (or without `cfg.reuse_training`): the method trains.
 
     The RL rows depend only on the task, its seed and the budget, and each run seeds itself, so the
     same code would train the same model; reusing it saves the whole RL run (the grid's first seed)."""
-    src_out = getattr(cfg, "reuse_training", None)
+    src_out = cfg.reuse_training
     if not src_out:
         return None
     src_out = Path(src_out)
@@ -234,8 +229,9 @@ def reusable_training(cfg, label: str, train_config: Callable[[Path], object],
     if training(handoff["config"]) != training(config_to_dict(cfg)):
         return None
 
-    def trained(d: dict) -> dict:  # the run's train config, where it is written and its checkpoints aside
-        return {**{k: v for k, v in d.items() if k != "checkpoint"},
+    def trained(d: dict) -> dict:  # the run's train config; where it is written, its checkpoints and where its
+        # rows file lies aside (the rows are the task's, seed's and budget's: the configs compared above)
+        return {**{k: v for k, v in d.items() if k not in ("checkpoint", "data")},
                 "train": {k: v for k, v in d["train"].items() if k != "output_dir"}}
 
     if trained(json.loads((src / "train_config.json").read_text())) != trained(json.loads(
@@ -248,7 +244,7 @@ def reusable_training(cfg, label: str, train_config: Callable[[Path], object],
     return src
 
 
-def link_reused(cfg, label: str, source: Path) -> dict:
+def link_reused(cfg: ExperimentConfig, label: str, source: Path) -> dict:
     """`label`'s run from `source` (`reusable_training`): OUT/<run>/model links to its model (and
     OUT/<run>/curve to its kept models, where it has them), metrics.jsonl is its training log,
     trained.json its training's record. Returns that record."""
@@ -276,7 +272,7 @@ def link_reused(cfg, label: str, source: Path) -> dict:
     return done
 
 
-def run_one(cfg, label: str, inputs: dict, kind, exp=None) -> dict:
+def run_one(cfg: ExperimentConfig, label: str, inputs: dict, kind, exp=None) -> dict:
     """One method's run (the worker protocol's job, `resrl.experiments.workers`): its training by
     its experiment kind `kind` (reused from `cfg.reuse_training`, kept from OUT/<run>/trained.json, or
     trained, resuming from a checkpoint), then the kind's evaluation of OUT/<run>/model. `exp`: the
@@ -286,7 +282,7 @@ def run_one(cfg, label: str, inputs: dict, kind, exp=None) -> dict:
     here = run_dir(cfg.out, label)
     here.mkdir(parents=True, exist_ok=True)
     say = exp.display.say if exp is not None else (lambda line: None)
-    source = reusable_training(cfg, label, lambda d: kind.train_config(cfg, label, inputs, d), kind.curve_steps(cfg))
+    source = reusable_training(cfg, label, lambda d: kind.train_config(cfg, label, inputs, d), cfg.curve_steps)
     if source is not None:  # the same training finished in another experiment (the grid's dev phase)
         done = link_reused(cfg, label, source)
         say(f"RL {label}: training reused from {source} (same training settings and start)")
@@ -298,7 +294,7 @@ def run_one(cfg, label: str, inputs: dict, kind, exp=None) -> dict:
     t = time.perf_counter()
     result = kind.evaluate(cfg, label, here / "model", inputs, exp)
     models = curve_models(here)
-    curve = {str(n): kind.evaluate(cfg, curve_policy(label, n), models[n], inputs, exp) for n in kind.curve_steps(cfg)}
+    curve = {str(n): kind.evaluate(cfg, curve_policy(label, n), models[n], inputs, exp) for n in cfg.curve_steps}
     return {"metrics": done["metrics"], "rl_seconds": done["rl_seconds"], "resrl_mode": done.get("resrl_mode"),
             "result": result, "eval_seconds": time.perf_counter() - t, **({"curve": curve} if curve else {})}
 
@@ -320,7 +316,7 @@ def split_label(eval_split: str, records_dir: Path | None = None) -> str:
         raise InputError(f"eval_split must be 'test' or 'dev', got {eval_split!r}")
     if records_dir is not None:
         for run in ("greedy", "sampled"):
-            summary = records_dir / run / "summary.json"
+            summary = records_dir / run / SUMMARY_FILE
             if summary.is_file() and HELD_OUT in json.loads(summary.read_text()).get("benchmarks", {}):
                 return HELD_OUT
     return DEV_SPLIT
@@ -359,8 +355,8 @@ class EvalResult:
     def read(cls, records_dir: str | Path) -> "EvalResult":
         """From an evaluation's records directory (OUT/eval/<policy>: greedy/ and sampled/)."""
         d = Path(records_dir)
-        return cls.from_summaries(json.loads((d / "greedy" / "summary.json").read_text()),
-                                  json.loads((d / "sampled" / "summary.json").read_text()))
+        return cls.from_summaries(json.loads((d / "greedy" / SUMMARY_FILE).read_text()),
+                                  json.loads((d / "sampled" / SUMMARY_FILE).read_text()))
 
     def to_dict(self) -> dict:
         return {"greedy": self.greedy, "avg": self.avg, "pass_at": {str(k): v for k, v in self.pass_at.items()},
@@ -406,6 +402,13 @@ def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalC
     return summary["benchmarks"][WARM_CHECK]["avg@1"]
 
 
-__all__ = ["CURVE_DIR", "check_curve_steps", "curve_models", "keep_checkpoint_models", "curve_policy", "START", "HELD_OUT", "DEV_SPLIT", "SEED_NAMES", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
+
+def __getattr__(name: str):
+    """A name that left this module (START): an ImportError naming its new path (resrl._moved)."""
+    from resrl._moved import moved_name
+
+    raise moved_name(__name__, name)
+
+__all__ = ["CURVE_DIR", "check_curve_steps", "curve_models", "keep_checkpoint_models", "curve_policy", "HELD_OUT", "DEV_SPLIT", "SEED_NAMES", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
            "reusable_training", "link_reused", "eval_dir", "split_label", "greedy_config", "evaluate",
            "greedy_accuracy", "run_evaluation"]

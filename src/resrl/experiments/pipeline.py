@@ -20,9 +20,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from resrl.demo.config import START, ExperimentConfig
 from resrl.errors import InputError
-from resrl.experiments.kinds import START, ExperimentKind, Start, kind_of
-from resrl.experiments.layout import HANDOFF_FILE, jsonable, read_handoff, read_result, run_dir, write_json_atomic
+from resrl.experiments.kinds import ExperimentKind, Start, kind_of
+from resrl.experiments.layout import (HANDOFF_FILE, SUMMARY_FILE, jsonable, read_handoff, read_result, run_dir,
+                                      write_json_atomic)
 
 START_FILE = "start.json"  # OUT/start.json: the start phase finished (its summary fields and inputs)
 
@@ -31,9 +33,9 @@ START_FILE = "start.json"  # OUT/start.json: the start phase finished (its summa
 class Experiment:
     """One seed's experiment as it runs: its config, task, kind, and where it writes and shows."""
 
-    cfg: object
-    task: object  # the DemoTask
-    kind: ExperimentKind
+    cfg: ExperimentConfig
+    task: object  # the DemoTask (resrl.demo.tasks)
+    kind: ExperimentKind  # bound to the task
     display: object  # resrl.experiments.present.display.Display
     log_path: Path
     summary: dict = field(default_factory=dict)
@@ -44,15 +46,11 @@ class Experiment:
         return Path(self.cfg.out)
 
 
-def check_methods(cfg, kind: ExperimentKind, workers: int | None) -> int:
-    """Before anything runs: every method is a registry algorithm whose variant settings make a valid
-    training config, `workers` (None: one per method up to the CPUs, 1 with --quick:
-    `jobs.default_workers`) is >= 1; returns the workers to use (at most one per method) and sets this
-    process's torch threads (process-wide: the demo is its own process)."""
-    import torch
-
+def validate_methods(cfg: ExperimentConfig, kind: ExperimentKind) -> None:
+    """Every method is a registry algorithm whose training config (the experiment's, its variant
+    settings over it) is valid (`TrainConfig.validate`: the start and the rows aside, which the start
+    makes): one error naming the key, before any work."""
     from resrl.core.registry import ALGORITHMS
-    from resrl.experiments.jobs import default_workers
 
     unknown = [a for a in cfg.algorithms if a.split("/")[0] not in ALGORITHMS]
     if unknown or not cfg.algorithms:
@@ -60,7 +58,19 @@ def check_methods(cfg, kind: ExperimentKind, workers: int | None) -> int:
                          "optionally with /key=value settings)")
     inputs = {"data_path": "train.jsonl", "test_games": []}  # placeholders: only the settings are checked
     for algo in cfg.algorithms:  # a bad variant setting fails here
-        kind.train_config(cfg, algo, inputs, Path(cfg.out))
+        kind.train_config(cfg, algo, inputs, Path(cfg.out)).validate(need_model=False, need_data=False)
+
+
+def check_methods(cfg: ExperimentConfig, kind: ExperimentKind, workers: int | None) -> int:
+    """Before anything runs: the methods' training configs are valid (`validate_methods`), `workers`
+    (None: one per method up to the CPUs, 1 with --quick: `jobs.default_workers`) is >= 1; returns the
+    workers to use (at most one per method) and sets this process's torch threads (process-wide: the
+    demo is its own process)."""
+    import torch
+
+    from resrl.experiments.jobs import default_workers
+
+    validate_methods(cfg, kind)
     workers = default_workers(len(cfg.algorithms), quick=cfg.is_quick) if workers is None else workers
     if workers < 1:
         raise InputError(f"--workers must be >= 1, got {workers}")
@@ -69,7 +79,7 @@ def check_methods(cfg, kind: ExperimentKind, workers: int | None) -> int:
     return min(workers, len(cfg.algorithms))
 
 
-def _kept_start(out: Path, cfg) -> dict | None:
+def _kept_start(out: Path, cfg: ExperimentConfig) -> dict | None:
     """OUT/start.json when the experiment in OUT is this one (same task and settings; the list of
     methods and where OUT is aside: a copied OUT keeps its start): its start is kept."""
     from resrl.experiments.workers import same_experiment
@@ -80,10 +90,14 @@ def _kept_start(out: Path, cfg) -> dict | None:
     before = {**before, "config": {**before.get("config", {}), "out": cfg.out}, "inputs": {}}
     if not same_experiment(before, cfg.task_name, cfg, {}):
         return None
-    return json.loads((out / START_FILE).read_text())
+    kept = json.loads((out / START_FILE).read_text())
+    data = kept.get("inputs", {}).get("data_path")
+    if data is not None and not (out / data).is_file():  # the start's rows are part of it
+        return None
+    return kept
 
 
-def run_experiment(cfg, workers: int | None = None) -> dict:
+def run_experiment(cfg: ExperimentConfig, workers: int | None = None, kind: ExperimentKind | None = None) -> dict:
     """One seed, end to end (see the module docstring); returns the summary written to OUT/summary.json.
 
     workers: processes for the methods' runs (None: `check_methods`'s default). With 1 every phase runs in
@@ -97,8 +111,8 @@ def run_experiment(cfg, workers: int | None = None) -> dict:
                                                    split_title)
     from resrl.experiments.workers import run_methods
 
-    task = get_demo_task(cfg.task_name)
-    kind = kind_of(task)
+    kind = kind or kind_of(get_demo_task(cfg.task_name))  # the task's kind, bound to it (`kind_of`)
+    task = kind.task
     workers = check_methods(cfg, kind, workers)
     out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -172,12 +186,12 @@ def run_experiment(cfg, workers: int | None = None) -> dict:
 
     exp.timings["total"] = time.perf_counter() - t_start
     files = kind.report(exp, exp.summary, plots=False) or files  # the report's timing table, with the total
-    (out / "summary.json").write_text(json.dumps(jsonable(exp.summary), indent=1))
+    (out / SUMMARY_FILE).write_text(json.dumps(jsonable(exp.summary), indent=1))
     print_table(screen, exp.summary["results"], title=split_title(cfg))
     screen.print(f"\n[bold]done in {exp.timings['total']:.0f} s.[/bold] Outputs in {out}/:")
-    for f in [*files, out / "summary.json"]:
+    for f in [*files, out / SUMMARY_FILE]:
         screen.print(f"  {f}")
     return exp.summary
 
 
-__all__ = ["Experiment", "START_FILE", "check_methods", "run_experiment"]
+__all__ = ["Experiment", "START_FILE", "validate_methods", "check_methods", "run_experiment"]

@@ -18,6 +18,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
+from resrl.demo.config import START
 from resrl.errors import InputError
 from resrl.experiments.layout import SUMMARY_FILE, seed_dir
 from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds, passk_band_summaries  # noqa: F401
@@ -64,8 +65,9 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
     missing, at most `workers` at a time (each its own process with one torch thread), and return
     {seed: summary}. A finished seed is never rerun (resume by running the same command again).
     `subdir`: one run per seed in OUT/<subdir> instead (the grid's dev run). Inside a seed, one
-    process (--workers 1) unless demo_args set --workers. `per_seed_args`: {seed: more arguments} for
-    some seeds (the grid's first seed reuses the dev phase's training)."""
+    process (--workers 1) unless demo_args set --workers. `per_seed_args`: {seed: more options} for
+    some seeds (the grid's first seed reuses the dev phase's training), given before demo_args, whose
+    KEY=VALUE overrides come last, after every option."""
     from resrl.experiments.jobs import Job, Step, run_jobs
 
     out = Path(out)
@@ -76,50 +78,27 @@ def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], w
 
     inner = [] if "--workers" in demo_args else ["--workers", "1"]
     jobs = [Job(f"seed {s}" + (f" ({subdir})" if subdir else ""),
-                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner, *demo_args,
-                       *(per_seed_args or {}).get(s, [])],
+                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner,
+                       *(per_seed_args or {}).get(s, []), *demo_args],
                       where(s) / SUMMARY_FILE)], where(s) / "console.log") for s in seeds]
     run_jobs(jobs, workers, poll_s)
     return {s: json.loads((where(s) / SUMMARY_FILE).read_text()) for s in seeds}
 
 
-def budget_args(args, dev: bool = False) -> list[str]:
-    """The shared budget options of `resrl demo` (--rl-steps, --lr, --eval-samples, --curve-steps,
-    --quick) as given, for each seed's (or the dev phase's: `dev`, its --dev-eval-samples) process."""
-    samples = args.eval_samples
-    if dev and args.dev_eval_samples is not None:
-        if args.dev_eval_samples < 1:
-            raise InputError(f"--dev-eval-samples must be >= 1, got {args.dev_eval_samples}")
-        samples = args.dev_eval_samples
-    curve = getattr(args, "curve_steps", None)
-    out = []
-    for flag, value in (("--rl-steps", args.rl_steps), ("--lr", args.lr), ("--eval-samples", samples),
-                        ("--curve-steps", ",".join(map(str, curve)) if curve else None)):
-        if value is not None:
-            out += [flag, str(value)]
-    return out + (["--quick"] if args.quick else [])
-
-
-def run_multiseed_demo(args, seeds: Sequence[int], task: str, algorithms: str, out: str | Path, baseline: str,
-                       per_seed_args: dict[int, list[str]] | None = None) -> int:
-    """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`) with the task, the
-    algorithms and the shared overrides given on the command line (--rl-steps, --lr, --eval-samples,
-    --quick), then the tables and plot (`write_multiseed`, paired with the warm start and `baseline`)."""
-    from resrl.experiments.jobs import default_workers
-
-    demo_args = ["--task", task, "--algorithms", algorithms, *budget_args(args)]
-    workers = args.workers or default_workers(len(seeds))
+def run_multiseed_demo(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int, baseline: str,
+                       per_seed_args: dict[int, list[str]] | None = None, shared_start: bool = False) -> int:
+    """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`, `demo_args`: the
+    task, its methods and settings), then the tables and plot (`write_multiseed`, paired with the start
+    and `baseline`)."""
     summaries = run_seeds(out, seeds, demo_args, workers, per_seed_args=per_seed_args)
-    files = write_multiseed(out, summaries, baseline=baseline)
+    files = write_multiseed(out, summaries, baseline=baseline, shared_start=shared_start)
     print(files[0].read_text())
     print("wrote " + ", ".join(map(str, files)))
     return 0
 
 
-WARM_START = "warm start"  # the policy name of the warm start in a demo summary.json
-
-
-def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str = "grpo") -> list[Path]:
+def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str = "grpo",
+                    shared_start: bool = False) -> list[Path]:
     """multiseed.json, multiseed.md and passk_seeds.png (Pass@k mean and interval per policy).
 
     Paired differences are against the warm start (did RL improve the policy it started from?,
@@ -130,7 +109,7 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
     agg = aggregate_seeds(per_seed)
     seeds = sorted(summaries)
     paired = {}
-    for ref in dict.fromkeys((WARM_START, baseline)):
+    for ref in dict.fromkeys((START, baseline)):
         if all(ref in v for v in per_seed.values()):
             paired[ref] = paired_differences(per_seed, ref)
     (out / "multiseed.json").write_text(json.dumps(
@@ -149,8 +128,7 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
     names = {"greedy": "greedy", "avg": "Avg@n", "format_rate": "format rate",
              "accuracy_formatted": "accuracy among formatted", "truncated": "truncated",
              "accuracy_finished": "accuracy among finished"}
-    task_name = summaries[seeds[0]].get("config", {}).get("task_name")
-    if task_name and _starts_pretrained(task_name):
+    if shared_start:  # every seed trains from one pretrained model (ExperimentKind.shares_start)
         what = ("its own training problems, held-out split and sampling, all from the same pretrained model: "
                 "the warm start is the base model")
     else:
@@ -193,19 +171,26 @@ def write_multiseed(out: str | Path, summaries: dict[int, dict], baseline: str =
 
 def curve_steps(summaries: dict[int, dict]) -> list[int]:
     """The steps at which every seed's methods were evaluated along training, the last one (the final
-    model, `config.rl.steps`) included; [] when the experiment kept no curve (--curve-steps)."""
+    model, `config.train.train.max_steps`) included; [] when the experiment kept no curve (--curve-steps)."""
     kept = None
     for s in summaries.values():
         for policy, r in s["results"].items():
-            if policy != WARM_START:
+            if policy != START:
                 steps = {int(k) for k in r.get("curve", {})}
                 kept = steps if kept is None else kept & steps
     if not kept:
         return []
-    last = {int(s["config"]["rl"]["steps"]) for s in summaries.values()}
+    last = {rl_steps(s["config"]) for s in summaries.values()}
     if len(last) != 1:
         raise InputError(f"seeds trained for different numbers of steps {sorted(last)}: no common curve")
     return sorted(kept) + [last.pop()]
+
+
+def rl_steps(config: dict) -> int:
+    """The RL steps of a summary.json's experiment config: its training config's train.max_steps (the
+    `rl.steps` of a summary written before the experiment was a `resrl train` config, which a resumed
+    `--seeds` may keep)."""
+    return int(config["train"]["train"]["max_steps"] if "train" in config else config["rl"]["steps"])
 
 
 def _at(metric: str, step: int, steps: list[int]) -> str:
@@ -223,12 +208,12 @@ def curve_table(agg: dict, paired: dict, steps: list[int]) -> list[str]:
     lines = ["", "Held-out Avg@n along training (the model kept at each step, evaluated like the final one; mean "
              "[95 % interval] over seeds):", "", "| policy " + head, "|---|" + "---|" * len(steps)]
     for p, d in agg.items():
-        if p == WARM_START:
+        if p == START:
             lines.append(f"| {p} (step 0) | " + " | ".join(cell(d["avg"]) for _ in steps) + " |")
         elif all(_at("avg", n, steps) in d for n in steps):
             lines.append(f"| {p} | " + " | ".join(cell(d[_at("avg", n, steps)]) for n in steps) + " |")
     for ref, diffs in paired.items():
-        rows = [(p, d) for p, d in diffs.items() if p != WARM_START and all(_at("avg", n, steps) in d for n in steps)]
+        rows = [(p, d) for p, d in diffs.items() if p != START and all(_at("avg", n, steps) in d for n in steps)]
         if not rows:
             continue
         lines += ["", f"Avg@n along training, paired difference against the {ref} (same seed), mean [95 % interval] "
@@ -247,10 +232,10 @@ def plot_curve(agg: dict, steps: list[int], path: Path, n_seeds: int) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    start = agg.get(WARM_START, {}).get("avg")
+    start = agg.get(START, {}).get("avg")
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     for p, d in agg.items():
-        if p == WARM_START or not all(_at("avg", n, steps) in d for n in steps):
+        if p == START or not all(_at("avg", n, steps) in d for n in steps):
             continue
         pts = [d[_at("avg", n, steps)] for n in steps]
         xs = [n for n in steps]
@@ -279,7 +264,7 @@ def training_rewards(out: str | Path, summaries: dict[int, dict]) -> dict[str, d
     for seed, s in summaries.items():
         for policy in s["results"]:
             path = run_dir(seed_dir(out, seed), policy) / RESULT_FILE
-            if policy == WARM_START or not path.is_file():
+            if policy == START or not path.is_file():
                 continue
             log = [(int(m["step"]), float(m["reward"])) for m in json.loads(path.read_text()).get("metrics", [])
                    if "reward" in m and "step" in m]
@@ -318,13 +303,14 @@ def plot_training_rewards(rewards: dict, path: Path) -> Path:
     return path
 
 
-def _starts_pretrained(task_name: str) -> bool:
-    """Whether the demo task's runs start from a shared pretrained model (no warm start of its own)."""
-    from resrl.demo.tasks import get_demo_task
-
-    return get_demo_task(task_name).experiment == "pretrained"
 
 
-__all__ = ["budget_args", "curve_metric", "curve_steps", "curve_table", "plot_curve", "training_rewards",
+def __getattr__(name: str):
+    """A name that left this module (WARM_START, budget_args): an ImportError naming its new path (resrl._moved)."""
+    from resrl._moved import moved_name
+
+    raise moved_name(__name__, name)
+
+__all__ = [ "curve_metric", "curve_steps", "curve_table", "plot_curve", "training_rewards",
            "plot_training_rewards", "run_multiseed_demo", "metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences", "parse_seeds", "seed_dir",
            "run_seeds", "write_multiseed"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from resrl.data.synthetic import Problem, chain_target
-from resrl.demo.config import WarmStartConfig
+from resrl.demo.config import WarmStart
 
 
 def encode_sft_batch(tokenizer, problems: Sequence[Problem], target: Callable[[Problem], str] = chain_target):
@@ -96,7 +96,7 @@ def supervised_steps(model, batch_at: Callable[[int], tuple], *, steps: int, lea
             "best": None if best is None else best[0]}
 
 
-def warm_start(model, tokenizer, problems: Sequence[Problem], config: WarmStartConfig,
+def warm_start(model, tokenizer, problems: Sequence[Problem], config: WarmStart, seed: int = 0,
                dev_accuracy: Callable[[], float] | None = None,
                on_step: Callable[[int, float, float | None], None] | None = None,
                target: Callable[[Problem], str] = chain_target) -> dict:
@@ -113,7 +113,7 @@ def warm_start(model, tokenizer, problems: Sequence[Problem], config: WarmStartC
         raise ValueError("warm start: max_steps must be >= 0, batch_size and check_every >= 1")
     if not problems:
         raise ValueError("warm start: no training problems")
-    torch.manual_seed(config.seed)
+    torch.manual_seed(seed)
 
     def batch_at(step: int):
         start = (step * config.batch_size) % len(problems)

@@ -5,9 +5,9 @@ worker processes of the job runner (`resrl.experiments.jobs.run_jobs`).
 
 With workers = 1 every `run_one(cfg, label, inputs)` runs here, one after the other. With more,
 the experiment's config and shared inputs are written to OUT/experiment.json (`layout.write_handoff`)
-and each label is one job `resrl demo --task T --out OUT --worker-run LABEL`: a process with one
-torch thread that reads the handoff, calls the experiment's own `run_one` (`worker_main`) and
-writes OUT/<run>/result.json (its done-marker), its output in OUT/<run>/worker.log. Meanwhile this
+and each label is one job `python -m resrl.experiments.workers OUT LABEL`: a process with one torch
+thread that reads the handoff, calls the experiment's own `run_one` (`worker_main`) and writes
+OUT/<run>/result.json (its done-marker), its output in OUT/<run>/worker.log. Meanwhile this
 process runs `while_waiting()` (e.g. the warm start's own evaluation).
 
 Either way each run's result is written to OUT/<run>/result.json and read back from there, so both
@@ -87,8 +87,8 @@ def run_methods(out: str | Path, task_name: str, cfg, labels: Sequence[str], run
             write_result(out, label, run_one(cfg, label, inputs))
         return {label: read_result(out, label) for label in labels}
 
-    jobs = [Job(f"RL {label}", [Step(["demo", "--task", task_name, "--out", str(out), "--worker-run", label],
-                                     run_dir(out, label) / RESULT_FILE)], run_dir(out, label) / WORKER_LOG)
+    jobs = [Job(f"RL {label}", [Step([str(out), label], run_dir(out, label) / RESULT_FILE, module=__name__)],
+                run_dir(out, label) / WORKER_LOG)
             for label in todo]
     failure: list[BaseException] = []
 
@@ -148,7 +148,7 @@ def _with_new_defaults(old: dict, cfg) -> dict:
 
 
 def worker_main(out: str | Path, label: str) -> int:
-    """`resrl demo --out OUT --worker-run LABEL`: one run of the experiment in OUT (its handoff)."""
+    """`python -m resrl.experiments.workers OUT LABEL`: one run of the experiment in OUT (its handoff)."""
     import torch
 
     from resrl.demo.tasks import get_demo_task
@@ -160,7 +160,7 @@ def worker_main(out: str | Path, label: str) -> int:
     task = get_demo_task(handoff["task"])
     cfg = handoff_config(task, handoff["config"])
     if label not in cfg.algorithms:
-        raise ValueError(f"--worker-run {label!r}: not one of {list(cfg.algorithms)} in {out}")
+        raise ValueError(f"worker {label!r}: not one of the methods {list(cfg.algorithms)} in {out}")
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     write_result(out, label, run_one(cfg, label, handoff["inputs"], kind_of(task)))
@@ -168,3 +168,9 @@ def worker_main(out: str | Path, label: str) -> int:
 
 
 __all__ = ["run_methods", "same_experiment", "worker_main"]
+
+
+if __name__ == "__main__":  # a worker process of `run_methods`: python -m resrl.experiments.workers OUT LABEL
+    import sys
+
+    sys.exit(worker_main(*sys.argv[1:]))

@@ -96,6 +96,10 @@ class EvalTools(Protocol):
 
     def read_records(self, path: Path) -> dict: ...  # finished jsonl records (resume), a torn last line cut
 
+    # the one step-episode evaluator (resrl.eval.steps.run_step_eval): a family hands its environment
+    # (env.name, options) and its scorer (name, breakdown, columns, data_name); returns the summary
+    def run_step_eval(self, args, out: Path, specs: list[str], env: str, options: dict, **scorer_and_budget) -> dict: ...
+
 
 @dataclass
 class EvalRun:

@@ -79,6 +79,7 @@ from trl.trainer.utils import (RepeatSampler, add_fused_lm_head, create_model_fr
                                unsplit_pixel_values_by_grid, use_adapter)
 
 from resrl.engines.trl.batches import shuffle_groups
+from resrl.engines.trl.fields import MAPPING
 
 __all__ = [
     "READ_AGAINST", "UntestedTRLWarning", "check_trl_version", "GRPOHooks", "GRPOTrainer", "BATCH_KEYS",
@@ -195,28 +196,31 @@ PREPARE_INPUTS_CALLS = ("_generate_and_score_completions", "split_pixel_values_b
 # trainer, and what became of each. A name TRL starts reading there is an option the engine would
 # drop silently: the compat tests fail until it is classified here (and honoured or refused).
 _USED, _ADOPTED, _REFUSED = "used as TRL uses it", "honoured by resrl.core.loss", "refused (engines/trl/fields.py)"
-_MAPPED = "mapped onto resrl's setting (engines/trl_fields.MAPPINGS)"
 _ADAPTIVE = "TRL's adaptive entropy controller: refused (engines/trl/fields.py)"
+
+
+def _mapped(read: str, field: str | None = None) -> str:
+    """What became of a read of a GRPOConfig field that MAPPINGS maps (`field`: its name where the
+    trainer reads it under another, e.g. self.epsilon_low for GRPOConfig.epsilon): the mapping's own
+    words, so the record cannot drift from the table."""
+    m = MAPPING[field or read.removeprefix("args.")]
+    return f"mapped onto {m.key} (engines/trl/fields.MAPPINGS, GRPOConfig.{m.trl})" + (f": {m.note}" if m.note else "")
+
+
 COMPUTE_LOSS_READS = {
     "_get_per_token_logps_and_entropies": _USED, "_metrics": _USED, "accelerator": _USED, "args": _USED,
     "model": _USED, "aux_loss_enabled": _USED, "router_aux_loss_coef": _USED,
     "current_gradient_accumulation_steps": _USED, "get_high_entropy_mask": _USED, "args.steps_per_generation": _USED,
     "top_entropy_quantile": _ADOPTED, "importance_sampling_level": _ADOPTED, "use_vllm": _ADOPTED,
     "vllm_importance_sampling_correction": _ADOPTED,
-    "beta": _MAPPED + ": loss.kl_coef", "epsilon_low": _MAPPED + ": loss.clip_eps_low",
-    "epsilon_high": _MAPPED + ": loss.clip_eps_high",
+    **{read: _mapped(read) for read in ("beta", "epsilon_high", "max_completion_length", "loss_type",
+                                        "args.sapo_temperature_neg", "args.sapo_temperature_pos", "args.vespo_k_neg",
+                                        "args.vespo_k_pos", "args.vespo_lambda_neg", "args.vespo_lambda_pos",
+                                        "off_policy_mask_threshold", "args.delta", "entropy_coef")},
+    "epsilon_low": _mapped("epsilon_low", "epsilon"),
     "args.use_bias_correction_kl": "refused when True with beta != 0: resrl.core.loss's KL has no ratio correction",
-    "max_completion_length": _MAPPED + ": dr_grpo's normaliser, loss.max_response_length",
-    "loss_type": _MAPPED + ": loss.policy_loss and loss.agg (every TRL 1.16 loss type)",
-    "args.sapo_temperature_neg": _MAPPED + ": loss.sapo_temperature_neg",
-    "args.sapo_temperature_pos": _MAPPED + ": loss.sapo_temperature_pos",
-    "args.vespo_k_neg": _MAPPED + ": loss.vespo_k_neg", "args.vespo_k_pos": _MAPPED + ": loss.vespo_k_pos",
-    "args.vespo_lambda_neg": _MAPPED + ": loss.vespo_lambda_neg",
-    "args.vespo_lambda_pos": _MAPPED + ": loss.vespo_lambda_pos",
     "get_gamma_weights": "VESPO's φ(w): resrl.core.loss's vespo term",
-    "off_policy_mask_threshold": _MAPPED + ": loss.off_policy_mask_threshold",
-    "get_off_policy_mask": "resrl.core.loss.off_policy_sequence_mask", "args.delta": _MAPPED + ": loss.delta",
-    "entropy_coef": _MAPPED + ": loss.entropy_coef with loss.entropy_agg='token-mean'",
+    "get_off_policy_mask": "resrl.core.loss.off_policy_sequence_mask",
     "_entropy_bonus_enabled": "on exactly when loss.entropy_coef > 0 (use_adaptive_entropy refused)",
     "use_adaptive_entropy": _ADAPTIVE, "_entropy_window_stats": _ADAPTIVE, "_last_world_entropy": _ADAPTIVE,
     "args.entropy_coef_delta": _ADAPTIVE, "args.entropy_coef_max": _ADAPTIVE, "args.entropy_coef_min": _ADAPTIVE,

@@ -53,12 +53,12 @@ from trl import GRPOConfig
 from resrl.core.flowrl import FlowRLConfig
 from resrl.core.loss import LossConfig
 from resrl.core.negative_weighting import NTHRConfig
-from resrl.core.registry import AlgorithmConfig
+from resrl.core.registry import ALGORITHMS, AlgorithmConfig
 from resrl.core.resrl_config import ResRLConfig
 from resrl.core.gae import PPOConfig
 from resrl.core.step_advantages import EMPGConfig, GiGPOConfig
 from resrl.core.value import CriticConfig
-from resrl.engines.trl.fields import trl_named_settings
+from resrl.engines.trl.fields import LOSS_TYPES, trl_named_settings
 
 __all__ = ["ResRLGRPOConfig", "FLAT_FIELDS", "CRITIC_FIELDS"]
 
@@ -108,9 +108,8 @@ CRITIC_FIELDS = {name: (path[0], tp, help_) for name, (where, path, tp, help_) i
 @dataclass
 class _ResRLGRPOConfigBase(GRPOConfig):
     algorithm: str = field(default="grpo", metadata={
-        "help": "The algorithm (resrl.core.registry.ALGORITHMS): grpo, drgrpo, dapo, psr, nsr, w-reinforce, resrl, "
-                "nthr, passk, flowrl, ppo (with a critic: critic_* fields), ... Its loss / reward defaults apply as in "
-                "`resrl train`."})
+        "help": f"The algorithm (resrl.core.registry.ALGORITHMS): {', '.join(ALGORITHMS)} (ppo with a critic: "
+                "critic_* fields). Its loss / reward defaults apply as in `resrl train`."})
     resrl_mode: str = field(default="auto", metadata={
         "help": "How ResRL's hidden states are collected: auto | aligned | extra-pass."})
     dynamic_sampling: bool | None = field(default=None, metadata={
@@ -125,9 +124,9 @@ class _ResRLGRPOConfigBase(GRPOConfig):
         "help": "With frozen bottom layers, the training forward starts above them; None: auto's choice."})
     # GRPOConfig fields whose default differs here (see the module docstring)
     loss_type: str | None = field(default=None, metadata={
-        "help": "TRL's loss, mapped to resrl's loss.policy_loss and loss.agg (grpo, dapo, bnpo, dr_grpo, luspo, "
-                "cispo, sapo, vespo). None: the algorithm's (grpo: the clipped surrogate with seq-mean-token-mean, "
-                "the paper's; TRL's default is dapo)."})
+        "help": f"TRL's loss, mapped to resrl's loss.policy_loss and loss.agg ({', '.join(LOSS_TYPES)}). None: the "
+                "algorithm's (grpo: the clipped surrogate with seq-mean-token-mean, the paper's; TRL's default is "
+                "dapo)."})
     scale_rewards: str | None = field(default=None, metadata={
         "help": "group | batch | none (algorithm.scale_rewards); None: the algorithm's default."})
     use_bias_correction_kl: bool = field(default=False, metadata={

@@ -166,10 +166,8 @@ MAPPINGS: tuple[Mapping, ...] = (
                "with loss_type='cispo' the weight's cap: loss.clip_eps_high = epsilon_high - 1"),
     _same("delta", "loss.delta", None, note="two-sided clipping (INTELLECT-2): the unclipped ratio capped at delta"),
     _same("loss_type", "loss.agg", "dapo", to_resrl=_loss_type, to_trl=False, owns_key=False,
-          note="loss.policy_loss and loss.agg: grpo/dapo/bnpo/dr_grpo/luspo -> clipped-surrogate with "
-               "seq-mean-token-mean/token-mean/token-mean/seq-mean-token-sum-norm/seq-mean-token-sum, "
-               "cispo -> cispo + token-mean (clip_eps_low 1, the cap epsilon_high), sapo -> sapo + "
-               "seq-mean-token-mean, vespo -> vespo + token-mean. TRL's default 'dapo' does not replace the "
+          note="loss.policy_loss and loss.agg: " + "; ".join(f"{t} -> {p} + {a}" for t, (p, a) in LOSS_TYPES.items())
+               + " (cispo: clip_eps_low 1, the cap epsilon_high). TRL's default 'dapo' does not replace the "
                "algorithm's aggregation (the paper's seq-mean-token-mean for grpo)"),
     _same("scale_rewards", "algorithm.scale_rewards", "group", to_resrl=_scale_rewards, to_trl=False,
           note="group | batch | none, for the algorithms whose advantage reads it (AlgorithmSpec."

@@ -132,15 +132,15 @@ def header(exp, workers: int) -> None:
     """The experiment's first lines: what it trains, on which split, how its runs go."""
     cfg, task = exp.cfg, exp.task
     exp.display.console.rule(f"[bold]ResRL demo: {task.title} on {exp.kind.title_model} (offline, CPU)")
-    split = "held-out" if getattr(cfg, "eval_split", "test") == "test" else "dev"
-    task_line = task.description(cfg.task) if hasattr(cfg, "task") else task.summary
+    split = "held-out" if cfg.eval_split == "test" else "dev"
+    task_line = task.description(cfg.task)
     exp.display.console.print(f"task: {task_line}; evaluated on the {split} split; RL runs: {len(cfg.algorithms)}, "
                               + ("one after the other" if workers == 1 else f"{workers} worker processes"),
                               markup=False, highlight=False)
 
 
 def split_title(cfg) -> str:
-    return "held-out split" if getattr(cfg, "eval_split", "test") == "test" else "dev split"
+    return "held-out split" if cfg.eval_split == "test" else "dev split"
 
 
 def rl_info(entry: dict) -> str:

@@ -38,29 +38,22 @@ def supervised_report(exp, summary: dict, plots: bool = True) -> list[Path]:
     if plots:
         plot_training_curves(runs, out / TRAINING_PNG)
         plot_passk([r.summary for r in evals.values()], list(evals), out / PASSK_PNG,
-                   title=f"{_task(cfg).title}, {next(iter(evals.values())).num_problems} "
+                   title=f"{exp.task.title}, {next(iter(evals.values())).num_problems} "
                          f"{'held-out' if cfg.eval_split == 'test' else 'dev'} problems, T = {cfg.eval.temperature}")
         plot_omega(omega, out / OMEGA_PNG)
-    (out / "report.md").write_text(render_report(cfg, summary, evals, runs, omega))
+    (out / "report.md").write_text(render_report(cfg, exp.task, summary, evals, runs, omega))
     return files
 
 
-def _task(cfg):
-    from resrl.demo.tasks import get_demo_task
-
-    return get_demo_task(cfg.task_name)
-
-
-def _is_chain(cfg) -> bool:
+def _is_chain(task) -> bool:
     """Whether the task's correct completion is a worked addition chain (math, math-hard)."""
     from resrl.data.synthetic import chain_target
 
-    return _task(cfg).target is chain_target
+    return task.target is chain_target
 
 
-def _reward_name(cfg) -> str:
-    reward = _task(cfg).reward
-    return getattr(reward, "__name__", type(reward).__name__)
+def _reward_name(task) -> str:
+    return getattr(task.reward, "__name__", type(task.reward).__name__)
 
 
 def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
@@ -69,32 +62,32 @@ def _last(metrics: list[dict], key: str, window: int = 10) -> float | None:
     return float(np.mean(vals[-window:])) if vals else None
 
 
-def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
+def render_report(cfg, task, summary: dict, evals: dict, runs: dict, omega) -> str:
+    """report.md of the supervised kind: `cfg` the ExperimentConfig, `task` its DemoTask."""
     first = next(iter(evals.values()))
     ks = sorted(first.pass_at)
     n = cfg.eval.n
     P = first.num_problems
-    t = cfg.task
-    rl = cfg.rl
+    rl = cfg.shared_training().train
     ws = summary["warm_start"]
     timings = summary["timings"]
     split = "held-out" if cfg.eval_split == "test" else "dev"
     lines = [
-        f"# ResRL demo: {_task(cfg).title} on a tiny Qwen3 model",
+        f"# ResRL demo: {task.title} on a tiny Qwen3 model",
         "",
-        f"Task: {_task(cfg).description(t)}, e.g. prompt "
+        f"Task: {task.description(cfg.task)}, e.g. prompt "
         f"`{summary['example']['prompt']}` → completion `{summary['example']['target']}` "
-        + ("(the worked chain: one addition at a time); reward 1 for the right final number. " if _is_chain(cfg) else
-           f"(the reference completion); reward 1 when the task's reward (`{_reward_name(cfg)}`) accepts the completion, else 0. ")
+        + ("(the worked chain: one addition at a time); reward 1 for the right final number. " if _is_chain(task) else
+           f"(the reference completion); reward 1 when the task's reward (`{_reward_name(task)}`) accepts the completion, else 0. ")
         + (f"Held-out split: {P} problems never seen in training." if split == "held-out" else
            f"Dev split: {P} problems never seen in training, disjoint from the held-out split."),
         f"Model: Qwen3 architecture, {summary.get('num_parameters', 0) / 1e6:.2f} M parameters, "
         f"character tokenizer, built offline.",
-        f"Warm start: {ws['steps']} supervised steps (batch {cfg.warm.batch_size}, lr {cfg.warm.learning_rate:g}), "
-        f"stopped when greedy accuracy on a dev split reached {cfg.warm.target_accuracy:.0%} "
+        f"Warm start: {ws['steps']} supervised steps (batch {cfg.start.batch_size}, lr {cfg.start.learning_rate:g}), "
+        f"stopped when greedy accuracy on a dev split reached {cfg.start.target_accuracy:.0%} "
         f"(last check: {ws['dev_accuracy'][-1][1]:.0%})." if ws["dev_accuracy"] else
         f"Warm start: {ws['steps']} supervised steps.",
-        f"RL: every algorithm starts from the same warm start with the same seed and budget: {rl.steps} steps of "
+        f"RL: every algorithm starts from the same warm start with the same seed and budget: {rl.max_steps} steps of "
         f"{rl.rollout_prompts} prompts × {rl.group_size} samples (temperature {rl.temperature}), lr {rl.learning_rate:g} "
         "(constant), one update per generation round, KL 0, entropy 0, through `resrl.train.run_training` "
         "(TRL `GRPOTrainer` + the project's core).",
@@ -139,10 +132,10 @@ def render_report(cfg, summary: dict, evals: dict, runs: dict, omega) -> str:
             f"{grad_norms['resrl'] / grad_norms['grpo']:.2f}× GRPO's here (see also how much less its reward and "
             "entropy moved). Every algorithm gets the same learning rate, as in the paper.", ""]
 
-    lines += _omega_section(omega, chain=_is_chain(cfg))
+    lines += _omega_section(omega, chain=_is_chain(task))
     lines += ["", "## Timing", "", "| phase | seconds |", "|---|---|"]
     lines += [f"| {phase} | {sec:.1f} |" for phase, sec in timings.items()]
-    quick = " --quick" if getattr(cfg, "is_quick", False) else ""
+    quick = " --quick" if cfg.is_quick else ""
     task_flag = "" if cfg.task_name == "math" else f" --task {cfg.task_name}"
     lines += ["", f"Reproduce: `resrl demo{task_flag}{quick} --seed {cfg.seed}` (bit for bit given the seed, the CPU and the "
               "library versions, with any --workers; another CPU moves the numbers about as much as another "
@@ -202,7 +195,7 @@ def pretrained_report(exp, summary: dict, plots: bool = True) -> list[Path]:
     """report.md (accuracy, format, accuracy among formatted, Pass@k per policy), training.png (the
     per-step training curves), passk.png."""
     from resrl.eval.plots import plot_passk
-    from resrl.experiments.method import START
+    from resrl.demo.config import START
     from resrl.experiments.present.plots import plot_training_curves
 
     out, cfg = exp.out, exp.cfg
@@ -217,16 +210,17 @@ def pretrained_report(exp, summary: dict, plots: bool = True) -> list[Path]:
                    title=f"SmolLM2-135M-Instruct, {next(iter(evals.values())).num_problems} problems, "
                          f"T = {cfg.eval.temperature}")
     n, ks = cfg.eval.n, sorted(next(iter(evals.values())).pass_at)
-    rl = cfg.rl
+    config = cfg.shared_training()
+    rl, trainable_layers = config.train, config.model.trainable_layers
     split = "held-out" if cfg.eval_split == "test" else "dev"
     lines = [f"# Pretrained model: SmolLM2-135M-Instruct, seed {cfg.seed}", "",
              f"Task: {summary['example']['prompt'][0]['content']!r} -> {summary['example']['answer']} "
              f"({cfg.task.num_test} {split} problems). RL: "
-             f"{rl.steps} steps of {rl.rollout_prompts} prompts x {rl.group_size} samples, at most "
+             f"{rl.max_steps} steps of {rl.rollout_prompts} prompts x {rl.group_size} samples, at most "
              f"{rl.max_completion_length} new tokens, temperature {rl.temperature}, lr {rl.learning_rate} "
              "(a method's own where its label sets train.learning_rate), "
-             + (f"the last {rl.trainable_layers} decoder layers and the final norm training (the rest frozen)"
-                if rl.trainable_layers else "full fine-tuning") + ", from the base model."
+             + (f"the last {trainable_layers} decoder layers and the final norm training (the rest frozen)"
+                if trainable_layers else "full fine-tuning") + ", from the base model."
              + (f" A method whose run finished in {cfg.reuse_training} with the same training is evaluated from "
                 "that run's model (its OUT/<run>/reused_from)." if cfg.reuse_training else ""), "",
              f"| policy | greedy | Avg@{n} (accuracy) | format rate | accuracy among formatted | truncated | "
@@ -256,17 +250,17 @@ def pretrained_report(exp, summary: dict, plots: bool = True) -> list[Path]:
 
 def steps_report(exp, summary: dict, plots: bool = True) -> list[Path]:
     """report.md and training_success.png (training success and invalid-format rate per round)."""
-    from resrl.experiments.method import START
+    from resrl.demo.config import START
     from resrl.experiments.present.plots import plot_training_success
 
     out, cfg = exp.out, exp.cfg
     if plots and summary["training"]:
         plot_training_success(summary["training"], out / "training_success.png")
     res = summary["results"]
-    n = cfg.eval_samples
+    n = cfg.eval.n
     # an environment with a graded reward (WebShop's score) gets its columns; the corridor's is 0 or 1
-    scored = cfg.env()[0] != "resrl.envs.toy:make_toy_env" and all("score" in r for r in res.values())
-    lines = [*cfg.report_header(summary), "",
+    scored = cfg.train["env"]["name"] != "resrl.envs.toy:make_toy_env" and all("score" in r for r in res.values())
+    lines = [*cfg.task.report_header(cfg, summary), "",
              f"| policy | greedy | sampled success ± s.e. ({n}/game) | Pass@{n} | sampled − warm start [95 %] | "
              + ("greedy score | sampled score | " if scored else "")
              + "invalid format | training success, first → last 3 rounds | RL s |",
