@@ -305,14 +305,14 @@ def test_every_option_trls_loss_reads_is_accounted_for():
 def test_the_mapped_loss_reads_say_what_the_mapping_table_does():
     """A read of a mapped GRPOConfig field is recorded in MAPPINGS' own words, value by value: the
     resrl key it lands on and the table's note, so a change of the table changes the record."""
-    from resrl.engines.trl_fields import MAPPING
+    from resrl.engines.trl.fields import MAPPING
 
     mapped = {read: text for read, text in compat.COMPUTE_LOSS_READS.items() if text.startswith("mapped onto ")}
     assert {"beta", "epsilon_low", "epsilon_high", "loss_type", "entropy_coef", "args.delta"} <= set(mapped)
     for read, text in mapped.items():
         field = "epsilon" if read == "epsilon_low" else read.removeprefix("args.")
         m = MAPPING[field]
-        assert text.startswith(f"mapped onto {m.key} (engines/trl_fields.MAPPINGS, GRPOConfig.{field})"), read
+        assert text.startswith(f"mapped onto {m.key} (engines/trl/fields.MAPPINGS, GRPOConfig.{field})"), read
         assert text.endswith(m.note), read
     assert compat.COMPUTE_LOSS_READS["beta"].startswith("mapped onto loss.kl_coef")  # a hand-checked value
     assert "dr_grpo -> clipped-surrogate + seq-mean-token-sum-norm" in compat.COMPUTE_LOSS_READS["loss_type"]

@@ -196,7 +196,7 @@ def _core_section(name: str):
     return LossConfig
 
 
-# GRPOConfig / TrainingArguments fields set from the sections above (engines/trl_fields.MAPPINGS, the
+# GRPOConfig / TrainingArguments fields set from the sections above (engines/trl/fields.MAPPINGS, the
 # one mapping table): `trl.<field>` of the same meaning as a resrl key is moved onto it (TRL_KEY_MAP,
 # logged, value translated where the two spell it differently); the others differ in meaning (batch
 # layout, epochs, ratios) and are refused naming the key to use (TRL_OWNED_FIELDS).

@@ -89,7 +89,7 @@ def launched_world_size() -> int:
 
 
 def grpo_args(config: TrainConfig, num_processes: int, use_cpu: bool):
-    """TrainConfig -> trl.GRPOConfig: the fields the run's keys set (engines/trl_fields.MAPPINGS, the one
+    """TrainConfig -> trl.GRPOConfig: the fields the run's keys set (engines/trl/fields.MAPPINGS, the one
     GRPOConfig <-> resrl table), the ones computed here (batch shape, device, checkpointing, saving),
     then the `trl:` section's fields on top (validated: none of them is a field set here)."""
     from trl import GRPOConfig

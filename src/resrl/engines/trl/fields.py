@@ -214,7 +214,7 @@ MAPPINGS: tuple[Mapping, ...] = (
 )
 MAPPING = {m.trl: m for m in MAPPINGS}
 if len(MAPPING) != len(MAPPINGS):
-    raise RuntimeError("engines/trl_fields.MAPPINGS names a GRPOConfig field twice")
+    raise RuntimeError("engines/trl/fields.MAPPINGS names a GRPOConfig field twice")
 # the mappings ResRLTrainer applies (loss and algorithm settings of the same meaning)
 LOSS_MAPPINGS = tuple(m for m in MAPPINGS if m.same and m.section in ("loss", "algorithm"))
 
