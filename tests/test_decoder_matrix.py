@@ -1,6 +1,6 @@
 """The conformance matrix (issue 51): every generation path and the training forward's frozen-layer
 shortcut, on every decoder family users train — tiny random configs of transformers' own classes
-(resrl.models.conformance: 13 families, 9 of them with sliding-window layers) — exact within a
+(resrl.models.conformance: 15 families, 11 of them with sliding-window layers) — exact within a
 stated tolerance, or refused.
 
     python -m pytest tests/test_decoder_matrix.py -n 0 --durations=20

@@ -46,6 +46,8 @@ FAMILIES = {
     "olmo3": ("Olmo3Config", dict(sliding_window=WINDOW, layer_types=MIXED_INTERLEAVED)),
     "smollm3": ("SmolLM3Config", dict(use_sliding_window=True, sliding_window=WINDOW, layer_types=MIXED,
                                       no_rope_layers=[1, 0, 1, 0])),
+    "cohere2": ("Cohere2Config", dict(sliding_window=WINDOW, layer_types=MIXED_INTERLEAVED)),  # parallel block, LayerNorm
+    "ministral": ("MinistralConfig", dict(sliding_window=WINDOW, layer_types=MIXED)),
     "gpt-oss": ("GptOssConfig", dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=WINDOW,
                                      layer_types=MIXED, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})),
 }

@@ -64,7 +64,7 @@ AUTO = {
 
 
 # The fast paths and the attention layouts (resrl.models.attention.attention_layout) on which the
-# conformance matrix (tests/test_decoder_matrix.py: 13 families of transformers' own classes, every
+# conformance matrix (tests/test_decoder_matrix.py: 15 families of transformers' own classes, every
 # path x short and long prompts x left padding x temperature-only and top-k/top-p sampling, and the
 # shortcut's gradient with activation checkpointing off / reentrant / non-reentrant, LoRA, layers
 # unfrozen after construction) proved them exact. One table: a layout not listed proves nothing.
