@@ -93,10 +93,13 @@ def run(out: Path, tasks) -> int:
 # a code sandbox's traceback names the file of the checkout that ran it (.../src/resrl/tasks/code/...):
 # where the checkout lies, not what it computed
 _CHECKOUT = re.compile(r"[^\s\"']*/src/resrl/")
+# and the judge's own frame in a program's traceback names where the harness file lies and its line
+# (issue 52 runs it from a sandbox path, `<resrl-sandbox>/code_harness.py`): not what the program did
+_HARNESS_FRAME = re.compile(r'File \\?"[^"]*code_harness\.py\\?", line \d+')  # (inside a JSON string: \")
 
 
 def _jsonl(path: Path) -> list:
-    return [_strip(json.loads(_CHECKOUT.sub("<checkout>/src/resrl/", line)))
+    return [_strip(json.loads(_HARNESS_FRAME.sub("File <harness>", _CHECKOUT.sub("<checkout>/src/resrl/", line))))
             for line in path.read_text().splitlines() if line.strip()]
 
 
@@ -106,6 +109,13 @@ def _train_config(path: Path) -> dict:
     config = json.loads(path.read_text())
     config.get("train", {}).pop("output_dir", None)
     config.get("data", {}).pop("train", None)
+    return config
+
+
+def _dotted(config: dict, key: str):
+    """config's value at a dotted key ("generation.max_logp_diff")."""
+    for part in key.split("."):
+        config = config[part]
     return config
 
 
@@ -129,9 +139,17 @@ def compare(before: Path, after: Path, md: Path | None, tasks=TASKS) -> int:
             rows.append((task, "*/train_config.json", "DIFFERENT file sets"))
             bad += 1
         else:
-            diff = [str(f) for f in configs_b if _train_config(b / f) != _train_config(a / f)]
+            diff, unset = [], set()
+            for f in configs_b:
+                cb, ca = _train_config(b / f), _train_config(a / f)
+                added, changed = _config_diff(cb, ca)
+                # a key the later version adds, left unset (None: the feature off), trains the same
+                unset |= {k for k in added if _dotted(ca, k) is None}
+                if changed or any(_dotted(ca, k) is not None for k in added):
+                    diff.append(str(f))
             rows.append((task, "*/train_config.json", f"{len(configs_b)} files: "
-                         + ("identical" if not diff else "DIFFERENT " + ", ".join(diff))))
+                         + ("identical" if not diff else "DIFFERENT " + ", ".join(diff))
+                         + (f"; keys added, unset: {', '.join(sorted(unset))}" if unset else "")))
             bad += bool(diff)
         for pattern in ("eval/**/samples.jsonl", "*/metrics.jsonl"):
             files_b = sorted(p.relative_to(b) for p in b.glob(pattern))
