@@ -79,7 +79,7 @@ def test_a_curve_step_must_be_a_checkpoint_step_inside_the_run():
 
 
 def test_the_command_line_sets_curve_steps_for_every_kind():
-    from resrl.experiments.command import config_from_args, register, seed_args
+    from resrl.experiments.command import config_from_args, register, seed_configs
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
@@ -93,9 +93,9 @@ def test_the_command_line_sets_curve_steps_for_every_kind():
     for bad in ("0", "a", ","):
         with pytest.raises(SystemExit):
             parser.parse_args(["demo", "--curve-steps", bad])
-    # handed on to every seed and the dev phase, the settings as overrides last
-    assert seed_args(args, "grpo") == ["--task", "math", "--algorithms", "grpo", "--quick", "--curve-steps", "20,40",
-                                       "train.max_steps=60"]
+    # handed on to every seed and the dev phase with the rest of the config
+    for seed_cfg in seed_configs(config_from_args(args), [0, 1], out="/tmp/x").values():
+        assert seed_cfg.curve_steps == (20, 40) and seed_cfg.train["train"]["max_steps"] == 60
 
 
 def _summary(seed_shift, steps=6):

@@ -326,21 +326,21 @@ def test_reuse_training_is_refused_where_each_seed_has_its_own_start(task, tmp_p
 
 @pytest.mark.parametrize("task,reuses", [("smollm2-arithmetic", True), ("math", False)])
 def test_the_grid_hands_its_dev_training_to_the_first_seed(task, reuses, tmp_path, monkeypatch):
-    """`--grid` with `--seeds`: the first seed's process gets --reuse-training OUT/dev where the task
-    starts from a shared pretrained model, and no other seed (nor any seed of the other tasks) does;
-    --dev-eval-samples sets the dev phase's samples only."""
+    """`--grid` with `--seeds`: the first seed's config reuses OUT/dev's training where the task starts
+    from a shared pretrained model, and no other seed (nor any seed of the other tasks) does;
+    --dev-eval-samples sets the dev phase's samples only; the dev phase evaluates on the dev split, the
+    seeds on the held-out one."""
     import resrl.experiments.seeds as seeds_mod
     from resrl.cli import main
 
     calls = []
 
-    def fake_run_seeds(out, seeds, demo_args, workers, poll_s=1.0, subdir=None, per_seed_args=None):
-        calls.append({"subdir": subdir, "seeds": list(seeds), "per_seed_args": per_seed_args or {},
-                      "samples": [a.split("=")[1] for a in demo_args if a.startswith("eval.n=")][-1]})
-        labels = demo_args[demo_args.index("--algorithms") + 1].split(",")
+    def fake_run_seeds(configs, workers, poll_s=1.0, inner_workers=1, phase=None):
+        calls.append({"phase": phase, "configs": dict(configs)})
         result = {"greedy": 0.5, "avg": 0.5, "pass_at": {"1": 0.5}}
-        return {s: {"config": {"eval": {"n": 2}}, "results": {"warm start": result, **{lb: result for lb in labels}}}
-                for s in seeds}
+        return {s: {"config": {"eval": {"n": c.eval.n}},
+                    "results": {"warm start": result, **{lb: result for lb in c.algorithms}}}
+                for s, c in configs.items()}
 
     monkeypatch.setattr(seeds_mod, "run_seeds", fake_run_seeds)
     out = tmp_path / "grid"
@@ -348,10 +348,14 @@ def test_the_grid_hands_its_dev_training_to_the_first_seed(task, reuses, tmp_pat
                  "--seeds", "0,1", "--grid", "train.learning_rate=1e-5,3e-5", "--eval-samples", "8",
                  "--dev-eval-samples", "2"]) == 0
     dev, held_out = calls
-    assert dev["subdir"] == "dev" and dev["per_seed_args"] == {}
-    assert (dev["samples"], held_out["samples"]) == ("2", "8")  # the dev choice needs fewer samples
-    assert held_out["seeds"] == [0, 1]
-    assert held_out["per_seed_args"] == ({0: ["--reuse-training", str(out / "dev")]} if reuses else {})
+    (dev_cfg,) = dev["configs"].values()
+    assert dev["phase"] == "dev" and dev_cfg.out == str(out / "dev") and dev_cfg.reuse_training is None
+    assert dev_cfg.eval_split == "dev" and len(dev_cfg.algorithms) == 4
+    assert dev_cfg.eval.n == 2 and {c.eval.n for c in held_out["configs"].values()} == {8}  # the choice needs fewer
+    assert sorted(held_out["configs"]) == [0, 1]
+    assert {c.eval_split for c in held_out["configs"].values()} == {"test"}
+    reused = {s: c.reuse_training for s, c in held_out["configs"].items()}
+    assert reused == ({0: str(out / "dev"), 1: None} if reuses else {0: None, 1: None})
 
 
 def test_export_demo_split_writes_the_problems_the_demo_evaluates(tmp_path):

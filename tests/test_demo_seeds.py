@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
+from resrl.demo.tasks import get_demo_task
+from resrl.experiments.command import seed_configs
 from resrl.experiments.seeds import per_seed_metrics, run_seeds, write_multiseed
 from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds
 
@@ -68,8 +71,9 @@ def test_finished_seeds_are_not_rerun_and_outputs_are_written(tmp_path):
     for s, (g, a) in enumerate([(0.5, 0.4), (0.6, 0.45)]):
         (tmp_path / f"seed-{s}").mkdir()
         (tmp_path / f"seed-{s}" / "summary.json").write_text(json.dumps(_summary(g, a)))
-    # nothing to run: a demo process would fail here (bogus arguments), so this also proves no rerun
-    summaries = run_seeds(tmp_path, [0, 1], ["--algorithms", "no-such-algo"], workers=2, poll_s=0.01)
+    # nothing to run: a seed's process would fail here (an unknown method), so this also proves no rerun
+    bogus = replace(get_demo_task("math").config(quick=True), algorithms=("no-such-algo",))
+    summaries = run_seeds(seed_configs(bogus, [0, 1], out=tmp_path), workers=2, poll_s=0.01)
     assert per_seed_metrics(summaries)[1]["grpo"] == {"greedy": 0.6, "avg": 0.45, "pass@1": 0.45, "pass@2": 0.55}
     files = write_multiseed(tmp_path, summaries)
     assert all(f.stat().st_size > 0 for f in files)
@@ -85,8 +89,9 @@ def test_finished_seeds_are_not_rerun_and_outputs_are_written(tmp_path):
 
 
 def test_failing_seeds_are_reported_after_all_ran(tmp_path, capsys):
+    bogus = replace(get_demo_task("math").config(quick=True), algorithms=("no-such-algo",))
     with pytest.raises(RuntimeError, match=r"jobs failed: \{'seed 0': 'exit 2.*'seed 1': 'exit 2"):
-        run_seeds(tmp_path, [0, 1], ["--algorithms", "no-such-algo"], workers=2, poll_s=0.05)
+        run_seeds(seed_configs(bogus, [0, 1], out=tmp_path), workers=2, poll_s=0.05)
     assert "unknown" in (tmp_path / "seed-1" / "console.log").read_text()
 
 

@@ -140,37 +140,52 @@ def test_wrong_answers_earn_nothing():
         assert chain_reward([target], [p.answer]) == [1.0]
 
 
-from resrl.experiments.seeds import run_seeds as _real_run_seeds  # noqa: E402  (before any test patches it)
-
-
-def test_seeds_pass_the_task_to_every_seed(monkeypatch, tmp_path):
-    """`resrl demo --seeds ... --task math-hard`: each seed's demo process gets the task."""
-    import resrl.experiments.seeds as seeds
+def test_seeds_hand_every_seed_its_config(monkeypatch, tmp_path):
+    """`resrl demo --seeds ... --task math-hard`: each seed's process runs the experiment's config (task,
+    methods, every setting) with its own seed and directory, read from OUT/seed-S/run_config.json, not
+    a command line rebuilt from the options."""
+    import resrl.experiments.jobs as jobs
     from resrl.experiments.command import run
+    from resrl.experiments.kinds import handoff_config
+    from resrl.experiments.layout import RUN_CONFIG_FILE
 
-    seen = {}
-
-    def fake_run_seeds(out, seed_list, demo_args, workers, per_seed_args=None):
-        seen["args"] = list(demo_args)
-        raise RuntimeError("stop here")
-
-    monkeypatch.setattr(seeds, "run_seeds", fake_run_seeds)
+    seen = []
+    monkeypatch.setattr(jobs, "run_jobs", lambda js, *a, **k: seen.extend(js) or 1 / 0)
     args = _parser().parse_args(["demo", "--seeds", "0,1", "--task", "math-hard", "--quick", "--lr", "3e-4", "--out",
                                  str(tmp_path), "--algorithms", "grpo,grpo/train.max_steps=3", "eval.n=4"])
-    with pytest.raises(RuntimeError, match="stop here"):
-        run(args)
-    assert seen["args"][:4] == ["--task", "math-hard", "--algorithms", "grpo,grpo/train.max_steps=3"]
-    assert seen["args"][-2:] == ["train.learning_rate=0.0003", "eval.n=4"]  # the settings, as overrides, last
-    import resrl.experiments.jobs as jobs  # and each seed's command line parses back to those settings
-
-    argv = []
-    monkeypatch.setattr(seeds, "run_seeds", _real_run_seeds)
-    monkeypatch.setattr(jobs, "run_jobs", lambda js, *a, **k: argv.extend(js[0].steps[0].args) or 1 / 0)
     with pytest.raises(ZeroDivisionError):
         run(args)
-    again = _parser().parse_args(argv)
-    assert again.algorithms == "grpo,grpo/train.max_steps=3" and again.overrides == ["train.learning_rate=0.0003",
-                                                                                      "eval.n=4"]
+    assert [j.name for j in seen] == ["seed 0", "seed 1"]
+    for s, job in zip((0, 1), seen):
+        (step,) = job.steps
+        assert step.module == "resrl.experiments.seeds" and step.args == [str(tmp_path / f"seed-{s}")]
+        data = json.loads((tmp_path / f"seed-{s}" / RUN_CONFIG_FILE).read_text())
+        assert data["task"] == "math-hard" and data["workers"] == 1
+        cfg = handoff_config(get_demo_task("math-hard"), data["config"])
+        assert (cfg.seed, cfg.out, cfg.threads, cfg.is_quick) == (s, str(tmp_path / f"seed-{s}"), 1, True)
+        assert cfg.algorithms == ("grpo", "grpo/train.max_steps=3")
+        assert cfg.train["train"]["learning_rate"] == 3e-4 and cfg.eval.n == 4
+
+
+def test_a_seed_process_runs_its_config_and_reports_bad_input_in_one_line(tmp_path):
+    """`python -m resrl.experiments.seeds DIR`: exit 2 and one `resrl demo: error:` line naming the
+    unknown method, as `resrl demo` itself reports it."""
+    import subprocess
+    import sys
+    from dataclasses import replace
+
+    from resrl.experiments.command import seed_configs
+    from resrl.experiments.seeds import run_seeds
+
+    cfg = replace(get_demo_task("math").config(quick=True), algorithms=("no-such-algo",))
+    (where,) = seed_configs(cfg, [3], out=tmp_path).values()
+    with pytest.raises(RuntimeError, match=r"jobs failed: \{'seed 3': 'exit 2"):
+        run_seeds({3: where}, workers=1, poll_s=0.05)
+    log = (tmp_path / "seed-3" / "console.log").read_text()
+    assert "resrl demo: error:" in log and "no-such-algo" in log and "Traceback" not in log
+    proc = subprocess.run([sys.executable, "-m", "resrl.experiments.seeds", str(tmp_path / "nowhere")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and "run_config.json" in proc.stderr
 
 
 @pytest.mark.slow

@@ -106,7 +106,8 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
                                                              UNRELEASED),
     ("resrl.experiments.seeds", "WARM_START"): ("resrl.demo.config.START", UNRELEASED),
     ("resrl.experiments.method", "START"): ("resrl.demo.config.START", UNRELEASED),
-    ("resrl.experiments.seeds", "budget_args"): ("resrl.experiments.command.seed_args", UNRELEASED),
+    ("resrl.experiments.seeds", "budget_args"): (
+        "resrl.experiments.command.seed_configs (each seed's process runs its ExperimentConfig)", UNRELEASED),
     # one step-episode evaluator (resrl.eval.steps) for every step task; a family gives its environment and scorer
     ("resrl.experiments.kinds", "play"): ("resrl.experiments.kinds.StepsKind.play", UNRELEASED),
     ("resrl.tasks.alfworld.evaluate", "evaluate_alfworld"): ("resrl.eval.steps.evaluate_episodes", UNRELEASED),

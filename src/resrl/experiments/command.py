@@ -141,15 +141,12 @@ def _steps(text: str) -> tuple[int, ...]:
     return steps
 
 
-def override_keys(args: argparse.Namespace, dev: bool = False) -> list[str]:
+def override_keys(args: argparse.Namespace) -> list[str]:
     """The command line's settings of the task's experiment as `key=value` overrides: the short flags
-    (their keys: `ALIASES`), then the KEY=VALUE given. `dev`: the grid's dev phase, whose sample count
-    is --dev-eval-samples where given."""
+    (their keys: `ALIASES`), then the KEY=VALUE given."""
     from resrl.demo.config import ALIASES
 
     values = {option: getattr(args, option, None) for option in ALIASES}
-    if dev and args.dev_eval_samples is not None:
-        values["eval_samples"] = args.dev_eval_samples
     return [f"{ALIASES[o]}={v!r}" for o, v in values.items() if v is not None] + list(args.overrides)
 
 
@@ -236,43 +233,52 @@ def run(args: argparse.Namespace) -> int:
         raise InputError(f"--workers must be >= 1, got {args.workers}")
     if args.dev_eval_samples is not None and not args.grid:
         raise InputError("--dev-eval-samples: only with --grid (the dev split is where --grid chooses)")
+    if args.dev_eval_samples is not None and args.dev_eval_samples < 1:
+        raise InputError(f"--dev-eval-samples must be >= 1, got {args.dev_eval_samples}")
     from resrl.demo.tasks import get_demo_task
     from resrl.experiments.kinds import kind_of
+    from resrl.experiments.seeds import parse_seeds
 
     kind = kind_of(get_demo_task(args.task))  # the task, looked up once: everything below is handed it
     cfg = config_from_args(args, kind)  # every option checked before any process starts
     if args.print_config:
         print(print_config(cfg, kind), end="")
         return 0
+    seeds = parse_seeds(args.seeds) if args.seeds is not None else None
     if args.grid:
-        return run_grid(args, cfg, kind)
-    if args.seeds is not None:
-        return run_multiseed(args, cfg, kind, baseline=_baseline(cfg.algorithms))
+        from resrl.experiments.grid import parse_grid
+
+        return run_grid(cfg, kind, parse_grid(args.grid), seeds or [cfg.seed], args.workers, args.dev_eval_samples)
+    if seeds is not None:
+        return run_multiseed(cfg, kind, seeds, args.workers, baseline=_baseline(cfg.algorithms))
     from resrl.experiments.pipeline import run_experiment
 
     run_experiment(cfg, workers=args.workers, kind=kind)
     return 0
 
 
-def seed_args(args: argparse.Namespace, algorithms: str, options=(), dev: bool = False) -> list[str]:
-    """`resrl demo`'s arguments of each seed's process (or the grid's dev phase's: `dev`): the task,
-    `algorithms`, `options`, --quick and --curve-steps as given, then the experiment's settings given on
-    the command line as KEY=VALUE overrides (`override_keys`)."""
-    if dev and args.dev_eval_samples is not None and args.dev_eval_samples < 1:
-        raise InputError(f"--dev-eval-samples must be >= 1, got {args.dev_eval_samples}")
-    curve = args.curve_steps
-    return ["--task", args.task, "--algorithms", algorithms, *options, *(["--quick"] if args.quick else []),
-            *(["--curve-steps", ",".join(map(str, curve))] if curve else []), *override_keys(args, dev=dev)]
+def seed_configs(cfg, seeds, out=None, **changes) -> dict:
+    """{seed: cfg for that seed}: its seed, its directory OUT/seed-S (`out`: OUT, default cfg.out), one
+    torch thread (the seeds run side by side), and `changes` (fields of ExperimentConfig)."""
+    from pathlib import Path
+
+    from resrl.experiments.layout import seed_dir
+
+    out = Path(out if out is not None else cfg.out)
+    return {s: replace(cfg, seed=s, out=str(seed_dir(out, s)), threads=1, **changes) for s in seeds}
 
 
-def run_multiseed(args: argparse.Namespace, cfg, kind, baseline: str, per_seed_args=None) -> int:
-    """`--seeds`: one process per seed with cfg's methods in cfg.out (`run_multiseed_demo`)."""
+def run_multiseed(cfg, kind, seeds, workers: int | None, baseline: str, reuse_first: str | None = None) -> int:
+    """`--seeds`: cfg over every seed, one process each (`run_multiseed_demo`), in cfg.out/seed-S.
+    `reuse_first`: the first seed evaluates the runs finished there (cfg.reuse_training) instead of
+    training them again."""
     from resrl.experiments.jobs import default_workers
-    from resrl.experiments.seeds import parse_seeds, run_multiseed_demo
+    from resrl.experiments.seeds import run_multiseed_demo
 
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
-    return run_multiseed_demo(cfg.out, seeds, seed_args(args, ",".join(cfg.algorithms)),
-                              args.workers or default_workers(len(seeds)), baseline, per_seed_args,
+    configs = seed_configs(cfg, seeds)
+    if reuse_first is not None:
+        configs[seeds[0]] = replace(configs[seeds[0]], reuse_training=reuse_first)
+    return run_multiseed_demo(configs, cfg.out, workers or default_workers(len(seeds)), baseline,
                               shared_start=kind.shares_start)
 
 
@@ -283,30 +289,32 @@ def _baseline(labels) -> str:
     return "grpo" if "grpo" in labels else START
 
 
-def run_grid(args: argparse.Namespace, cfg, kind) -> int:
+def run_grid(cfg, kind, grid, seeds, workers: int | None = None, dev_eval_samples: int | None = None) -> int:
     """`resrl demo --grid KEY=V1,V2 [--seeds ...]`: each algorithm's setting chosen on the dev split of
-    the first seed (one demo run in OUT/dev with every (algorithm, value), `--eval-split dev`), then
-    the chosen variants over the seeds (`run_multiseed_demo`, OUT/seed-S), reported on the held-out
-    split; OUT/dev.md, dev.json, dev_grid.png show the choice (resrl.experiments.grid's report)."""
+    the first seed (one experiment in OUT/dev with every (algorithm, value) of `grid`, evaluated on the
+    dev split with `dev_eval_samples` per problem where given), then the chosen variants over the seeds
+    (`run_multiseed`, OUT/seed-S), reported on the held-out split; OUT/dev.md, dev.json, dev_grid.png
+    show the choice (resrl.experiments.grid's report)."""
     import json
     from pathlib import Path
 
-    from resrl.experiments.grid import choose_on_dev, parse_grid, write_dev_report
+    from resrl.demo.config import ALIASES, with_overrides
+    from resrl.experiments.grid import choose_on_dev, write_dev_report
     from resrl.experiments.jobs import default_workers
-    from resrl.experiments.seeds import parse_seeds, run_seeds
+    from resrl.experiments.seeds import run_seeds
     from resrl.train.variants import with_settings
 
-    seeds = parse_seeds(args.seeds) if args.seeds is not None else [args.seed]
-    grid = parse_grid(args.grid)  # (the task's dev split checked by config_from_args)
     methods = list(cfg.algorithms)
     out = Path(cfg.out)
     labels = {m: [(pt, with_settings(m, pt)) for pt in grid] for m in methods}
-    every = ",".join(label for m in methods for _, label in labels[m])
+    every = tuple(label for m in methods for _, label in labels[m])
     print(f"choosing {', '.join(grid[0])} for {', '.join(methods)} on the dev split (seed {seeds[0]}, "
           f"{len(methods) * len(grid)} RL runs from one start) in {out / 'dev'}", flush=True)
-    inner = args.workers or default_workers(len(methods) * len(grid), quick=args.quick)
-    dev = seed_args(args, every, ["--eval-split", "dev", "--workers", str(inner)], dev=True)
-    summary = run_seeds(out, [seeds[0]], dev, workers=1, subdir="dev")[seeds[0]]
+    dev = replace(cfg, algorithms=every, seed=seeds[0], out=str(out / "dev"), eval_split="dev", threads=1)
+    if dev_eval_samples is not None:  # the choice needs only the dev Avg@n: fewer samples than Pass@k's
+        dev = with_overrides(dev, [f"{ALIASES['eval_samples']}={dev_eval_samples}"])
+    inner = workers or default_workers(len(every), quick=cfg.is_quick)
+    summary = run_seeds({seeds[0]: dev}, workers=1, inner_workers=inner, phase="dev")[seeds[0]]
     dev_scores = {m: [(pt, float(summary["results"][label]["avg"])) for pt, label in labels[m]] for m in methods}
     chosen = choose_on_dev(dev_scores)
     files = write_dev_report(out, dev_scores, chosen, f"Avg@{summary['config']['eval']['n']}",
@@ -317,5 +325,5 @@ def run_grid(args: argparse.Namespace, cfg, kind) -> int:
     baseline = final[methods.index("grpo")] if "grpo" in methods else final[0]
     # the first seed's chosen runs were trained in OUT/dev: where the task's runs share their start (a
     # pretrained model), that seed evaluates them on the held-out split instead of training them again
-    reuse = {seeds[0]: ["--reuse-training", str(out / "dev")]} if kind.shares_start else {}
-    return run_multiseed(args, replace(cfg, algorithms=tuple(final)), kind, baseline, per_seed_args=reuse)
+    return run_multiseed(replace(cfg, algorithms=tuple(final), eval_split="test"), kind, seeds, workers, baseline,
+                         reuse_first=str(out / "dev") if kind.shares_start else None)

@@ -13,6 +13,9 @@
                                  summary of resrl's has, the evaluator's of OUT/eval/<policy>/greedy too)
     OUT/seed-S/                  one seed of a multi-seed experiment (`seed_dir`); its summary.json
                                  means done
+    OUT/seed-S/run_config.json   the experiment config that seed's process runs (RUN_CONFIG_FILE,
+                                 written by the parent: `resrl.experiments.seeds.run_seeds`); the
+                                 grid's dev phase has its own in OUT/dev/
 
 `resrl demo` (every task), `resrl demo --seeds`, `--grid` and `resrl compare` name their runs with
 these functions; `resrl.experiments.jobs.run_jobs` runs them.
@@ -31,6 +34,7 @@ RESULT_FILE = "result.json"
 TRAINED_FILE = "trained.json"
 SUMMARY_FILE = "summary.json"
 WORKER_LOG = "worker.log"
+RUN_CONFIG_FILE = "run_config.json"
 
 
 def run_dir_name(label: str) -> str:
@@ -127,6 +131,6 @@ def read_handoff(out: str | Path) -> dict:
         raise FileNotFoundError(f"{path}: no experiment handoff (a worker runs inside an experiment's OUT)") from None
 
 
-__all__ = ["HANDOFF_FILE", "RESULT_FILE", "TRAINED_FILE", "SUMMARY_FILE", "WORKER_LOG", "run_dir_name", "run_dir", "seed_dir",
+__all__ = ["HANDOFF_FILE", "RUN_CONFIG_FILE", "RESULT_FILE", "TRAINED_FILE", "SUMMARY_FILE", "WORKER_LOG", "run_dir_name", "run_dir", "seed_dir",
            "jsonable", "write_json_atomic", "write_result", "read_result", "config_to_dict", "config_from_dict",
            "write_handoff", "read_handoff"]

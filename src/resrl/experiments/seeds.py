@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from resrl.demo.config import START
+from resrl.demo.config import START, ExperimentConfig
 from resrl.errors import InputError
 from resrl.experiments.layout import SUMMARY_FILE, seed_dir
 from resrl.eval.seeds import aggregate_seeds, paired_differences, parse_seeds, passk_band_summaries  # noqa: F401
@@ -58,39 +58,56 @@ def per_seed_metrics(summaries: dict[int, dict]) -> PerSeed:
     return {seed: {policy: metrics_of(r) for policy, r in s["results"].items()} for seed, s in summaries.items()}
 
 
-def run_seeds(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int,
-              poll_s: float = 1.0, subdir: str | None = None,
-              per_seed_args: dict[int, list[str]] | None = None) -> dict[int, dict]:
-    """Run `resrl demo --seed S --out OUT/seed-S <demo_args>` for every seed whose summary.json is
-    missing, at most `workers` at a time (each its own process with one torch thread), and return
-    {seed: summary}. A finished seed is never rerun (resume by running the same command again).
-    `subdir`: one run per seed in OUT/<subdir> instead (the grid's dev run). Inside a seed, one
-    process (--workers 1) unless demo_args set --workers. `per_seed_args`: {seed: more options} for
-    some seeds (the grid's first seed reuses the dev phase's training), given before demo_args, whose
-    KEY=VALUE overrides come last, after every option."""
+def run_seeds(configs: dict[int, ExperimentConfig], workers: int, poll_s: float = 1.0, inner_workers: int = 1,
+              phase: str | None = None) -> dict[int, dict]:
+    """Run the experiment of every seed whose summary.json is missing, at most `workers` at a time, and
+    return {seed: summary}. `configs`: {seed: that seed's ExperimentConfig, `out` its own directory}.
+    Each seed is one process, `python -m resrl.experiments.seeds DIR`, that runs `run_experiment` on
+    the config the parent wrote to DIR/run_config.json (RUN_CONFIG_FILE: the config itself, not a
+    command line rebuilt from it), with `inner_workers` processes for its methods' runs (1: one after
+    the other in that process). A finished seed is never rerun (resume by running the same command
+    again). `phase`: a name shown beside the seed's (the grid's "dev")."""
     from resrl.experiments.jobs import Job, Step, run_jobs
+    from resrl.experiments.layout import RUN_CONFIG_FILE, config_to_dict, write_json_atomic
 
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-
-    def where(s: int) -> Path:
-        return out / subdir if subdir is not None else seed_dir(out, s)
-
-    inner = [] if "--workers" in demo_args else ["--workers", "1"]
-    jobs = [Job(f"seed {s}" + (f" ({subdir})" if subdir else ""),
-                [Step(["demo", "--seed", str(s), "--out", str(where(s)), "--threads", "1", *inner,
-                       *(per_seed_args or {}).get(s, []), *demo_args],
-                      where(s) / SUMMARY_FILE)], where(s) / "console.log") for s in seeds]
+    jobs = []
+    for s, cfg in configs.items():
+        where = Path(cfg.out)
+        where.mkdir(parents=True, exist_ok=True)
+        if not (where / SUMMARY_FILE).exists():
+            write_json_atomic(where / RUN_CONFIG_FILE, {"task": cfg.task_name, "config": config_to_dict(cfg),
+                                                        "workers": inner_workers})
+        jobs.append(Job(f"seed {s}" + (f" ({phase})" if phase else ""),
+                        [Step([str(where)], where / SUMMARY_FILE, module=__name__)], where / "console.log"))
     run_jobs(jobs, workers, poll_s)
-    return {s: json.loads((where(s) / SUMMARY_FILE).read_text()) for s in seeds}
+    return {s: json.loads((Path(cfg.out) / SUMMARY_FILE).read_text()) for s, cfg in configs.items()}
 
 
-def run_multiseed_demo(out: str | Path, seeds: Sequence[int], demo_args: Sequence[str], workers: int, baseline: str,
-                       per_seed_args: dict[int, list[str]] | None = None, shared_start: bool = False) -> int:
-    """`resrl demo --task TASK --seeds ...`: one demo process per seed (`run_seeds`, `demo_args`: the
-    task, its methods and settings), then the tables and plot (`write_multiseed`, paired with the start
-    and `baseline`)."""
-    summaries = run_seeds(out, seeds, demo_args, workers, per_seed_args=per_seed_args)
+def seed_main(where: str | Path) -> int:
+    """`python -m resrl.experiments.seeds DIR`: one seed's experiment, from DIR/run_config.json
+    (`run_seeds`). Bad input is one line on stderr and exit 2, as `resrl demo` reports it."""
+    import sys
+
+    from resrl.demo.tasks import get_demo_task
+    from resrl.experiments.kinds import handoff_config, kind_of
+    from resrl.experiments.layout import RUN_CONFIG_FILE
+    from resrl.experiments.pipeline import run_experiment
+
+    try:
+        data = json.loads((Path(where) / RUN_CONFIG_FILE).read_text())
+        task = get_demo_task(data["task"])
+        run_experiment(handoff_config(task, data["config"]), workers=data["workers"], kind=kind_of(task))
+    except (InputError, FileNotFoundError) as exc:
+        print(f"resrl demo: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def run_multiseed_demo(configs: dict[int, ExperimentConfig], out: str | Path, workers: int, baseline: str,
+                       shared_start: bool = False) -> int:
+    """`resrl demo --task TASK --seeds ...`: one process per seed (`run_seeds`, `configs`: {seed: its
+    config}), then the tables and plot in `out` (`write_multiseed`, paired with the start and `baseline`)."""
+    summaries = run_seeds(configs, workers)
     files = write_multiseed(out, summaries, baseline=baseline, shared_start=shared_start)
     print(files[0].read_text())
     print("wrote " + ", ".join(map(str, files)))
@@ -311,6 +328,13 @@ def __getattr__(name: str):
 
     raise moved_name(__name__, name)
 
-__all__ = [ "curve_metric", "curve_steps", "curve_table", "plot_curve", "training_rewards",
-           "plot_training_rewards", "run_multiseed_demo", "metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences", "parse_seeds", "seed_dir",
-           "run_seeds", "write_multiseed"]
+
+__all__ = ["curve_metric", "curve_steps", "curve_table", "plot_curve", "training_rewards", "plot_training_rewards",
+           "run_multiseed_demo", "metrics_of", "per_seed_metrics", "aggregate_seeds", "paired_differences",
+           "parse_seeds", "seed_dir", "run_seeds", "seed_main", "write_multiseed"]
+
+
+if __name__ == "__main__":  # one seed's process of `run_seeds`: python -m resrl.experiments.seeds DIR
+    import sys
+
+    sys.exit(seed_main(*sys.argv[1:]))
