@@ -152,14 +152,19 @@ def _chat_ids(tokenizer, messages) -> list[int]:
     return list(out["input_ids"] if isinstance(out, dict) else out)
 
 
-def warm_start(path, contexts: list[list[dict]], *, steps: int = 150, lr: float = 3e-3, seed: int = 0) -> str:
+def warm_start(path, contexts: list[list[dict]], *, steps: int = 150, lr: float = 3e-3, seed: int = 0,
+               build=None) -> str:
     """A tiny model at `path` trained to answer each context (chat messages) with one letter of
     LETTERS, uniformly, then EOS: cross-entropy on the answer tokens (every context x every letter
-    in each full-batch step, Adam). Returns `path`."""
+    in each full-batch step, Adam). `build(path)`: writes the untrained model and its tokenizer there
+    (default: LEARNING_MODEL, `build_untied_model`). Returns `path`."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch.set_num_threads(1)
-    build_untied_model(path, LEARNING_MODEL)
+    if build is None:
+        build_untied_model(path, LEARNING_MODEL)
+    else:
+        build(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path)
     eos = tokenizer.eos_token_id

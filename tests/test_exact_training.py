@@ -168,35 +168,10 @@ LEARNING_OVERRIDES = dict(use_sliding_window=True, sliding_window=WINDOW, layer_
 
 def _warm_sliding_model(path, steps: int = 100) -> str:
     """learning_tasks' warm start (every letter equally likely, then EOS) on the sliding-window Qwen3."""
-    from learning_tasks import LETTERS, _chat_ids, pick_prompts
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from learning_tasks import pick_prompts, warm_start
 
-    save_with_tokenizer("qwen3-sliding", path, **LEARNING_OVERRIDES)
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path)
-    rows = []
-    for ctx in pick_prompts():
-        ids = _chat_ids(tok, ctx)
-        for letter in LETTERS:
-            rows.append((ids + tok(letter, add_special_tokens=False)["input_ids"] + [tok.eos_token_id], len(ids)))
-    L = max(len(r) for r, _ in rows)
-    input_ids = torch.full((len(rows), L), tok.pad_token_id)
-    labels = torch.full((len(rows), L), -100)
-    attn = torch.zeros((len(rows), L), dtype=torch.long)
-    for b, (ids, start) in enumerate(rows):
-        input_ids[b, :len(ids)], attn[b, :len(ids)] = torch.tensor(ids), 1
-        labels[b, start:len(ids)] = torch.tensor(ids[start:])
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(0)
-        opt = torch.optim.Adam(model.parameters(), lr=3e-3)
-        model.train()
-        for _ in range(steps):
-            loss = model(input_ids=input_ids, attention_mask=attn, labels=labels).loss
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-    model.save_pretrained(path)
-    return str(path)
+    return warm_start(path, pick_prompts(), steps=steps,
+                      build=lambda p: save_with_tokenizer("qwen3-sliding", p, **LEARNING_OVERRIDES))
 
 
 # end values at seeds 0-4: 0.755 0.731 0.752 0.760 0.759 (start 0.250); the threshold 0.10 below the lowest
