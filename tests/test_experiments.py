@@ -253,3 +253,37 @@ def test_an_experiment_killed_mid_training_resumes_from_its_checkpoint_to_the_sa
     assert _untimed(json.loads((run / "result.json").read_text())) == _untimed(
         json.loads((tmp_path / "whole" / "resrl" / "result.json").read_text()))
     assert _untimed(jsonable(summary)) == _untimed(json.loads((tmp_path / "whole" / "summary.json").read_text()))
+
+
+def test_a_resumed_run_whose_checkpoint_was_rotated_away_still_finishes(tmp_path, monkeypatch):
+    """A run resumed from checkpoint-4 that saves enough later checkpoints for checkpoint rotation
+    (save_total_limit) to delete checkpoint-4 before training ends: trained.json still says it resumed
+    from step 4 (the step is read before training; reading it after, from the deleted checkpoint,
+    failed the finished run with FileNotFoundError)."""
+    import shutil
+    from types import SimpleNamespace
+
+    import resrl.train as train_pkg
+    from resrl.experiments.method import train
+
+    here = tmp_path / "resrl"
+    (here / "checkpoint-4").mkdir(parents=True)
+    (here / "checkpoint-4" / "trainer_state.json").write_text(json.dumps({"global_step": 4}))
+    (here / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in range(1, 7)))
+
+    class Saves:
+        def save_pretrained(self, path):
+            Path(path).mkdir(parents=True, exist_ok=True)
+
+    def run_training(config, resume=False, **kw):
+        assert resume
+        (here / "checkpoint-6").mkdir()
+        (here / "checkpoint-6" / "trainer_state.json").write_text(json.dumps({"global_step": 6}))
+        shutil.rmtree(here / "checkpoint-4")  # rotated away by the trainer while it went on
+        return SimpleNamespace(model=Saves(), tokenizer=Saves(), resrl_mode="aligned")
+
+    monkeypatch.setattr(train_pkg, "run_training", run_training)
+    done = train(SimpleNamespace(), tmp_path / "start", here)
+    assert not (here / "checkpoint-4").exists()  # the situation really occurred
+    assert done["resumed_from"] == 4 and json.loads((here / "trained.json").read_text())["resumed_from"] == 4
+    assert not list(here.glob("checkpoint-*"))

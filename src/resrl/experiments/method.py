@@ -98,6 +98,8 @@ def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_
     from resrl.train import run_training
 
     checkpoint = latest_checkpoint(here) if here.is_dir() else None
+    # read now: the checkpoint resumed from can be rotated away (save_total_limit) while training goes on
+    resumed_from = checkpoint_step(checkpoint) if checkpoint is not None else None
     callbacks = [_keep_models_callback(here, tuple(curve_steps))] if curve_steps else None
     t0 = time.perf_counter()
     result = run_training(config, model=str(start_dir), tokenizer=None, train_dataset=train_dataset,
@@ -111,7 +113,7 @@ def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_
     rl_seconds = time.perf_counter() - t0
     metrics = [json.loads(line) for line in (here / "metrics.jsonl").read_text().splitlines() if line.strip()]
     done = {"metrics": metrics, "rl_seconds": rl_seconds, "resrl_mode": result.resrl_mode,
-            "resumed_from": checkpoint_step(checkpoint) if checkpoint is not None else None}
+            "resumed_from": resumed_from}
     write_json_atomic(here / TRAINED_FILE, done)  # from here on a killed run evaluates, it does not train
     for old in here.glob("checkpoint-*"):  # the run is trained: its checkpoints are of no further use
         shutil.rmtree(old, ignore_errors=True)
