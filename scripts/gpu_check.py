@@ -73,7 +73,7 @@ TRAINER_PATHS = {
 PHASES = ("generation", "old_logps", "weights", "forward_backward", "other")
 # the matrix part: resrl.models.conformance's families with sliding-window or mixed layers, the most used first
 MATRIX_FAMILIES = ("qwen3-sliding", "gemma3", "gpt-oss", "gemma2", "mistral-sliding", "olmo3", "smollm3",
-                   "qwen2-sliding", "phi3-sliding")
+                   "qwen2-sliding", "phi3-sliding", "cohere2", "ministral")
 MATRIX_PATHS = ("hf", "hf+shared", "hf+static", "hf+shared+static", "compiled", "compiled+shared")
 
 

@@ -132,7 +132,7 @@ def test_the_matrix_runs_what_it_claims():
     mixed layer types whose bottom and top layers differ; two MoE decoders."""
     assert len(FAMILIES) >= 10 and len(SLIDING) >= 8 and len(MIXED) >= 6
     assert SLIDING == ["qwen2-sliding", "qwen3-sliding", "gemma2", "gemma3", "mistral-sliding", "phi3-sliding", "olmo3",
-                       "smollm3", "gpt-oss"]
+                       "smollm3", "cohere2", "ministral", "gpt-oss"]
     for family in SLIDING:
         window = config_of(family).sliding_window
         assert min(PROMPT_LENGTHS) < window < max(PROMPT_LENGTHS), family
