@@ -197,20 +197,22 @@ def test_frozen_states_travel_with_their_rows_and_check_their_tokens():
 
 
 def test_resrl_grpo_config_fields_reach_the_trainer(model_dir, tmp_path):
-    """With a TRL script (ResRLGRPOConfig), the generation path is three flat fields."""
+    """With a TRL script (ResRLGRPOConfig), the generation path is three flat fields, and the on-policy
+    check's threshold a fourth."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from resrl.engines.trl.trainer import ResRLGRPOConfig, ResRLTrainer
 
     args = ResRLGRPOConfig(output_dir=str(tmp_path), use_cpu=True, report_to="none", per_device_train_batch_size=4,
                            num_generations=4, max_completion_length=4, generation_backend="hf",
-                           shared_prefill=True, reuse_frozen=False)
+                           shared_prefill=True, reuse_frozen=False, max_logp_diff=1e-3)
     trainer = ResRLTrainer(model=AutoModelForCausalLM.from_pretrained(model_dir), reward_funcs=length_reward,
                            args=args, train_dataset=toy_dataset(),
                            processing_class=AutoTokenizer.from_pretrained(model_dir))
     r = trainer.rollout_path.resolved
     assert (r.backend, r.shared_prefill, r.reuse_frozen, r.own_path) == ("hf", True, False, True)
     assert r.reason == "generation.backend"
+    assert trainer.rollout_path.max_logp_diff == 1e-3
 
 
 # ---- the on-policy check under every sampling setting (issue 51) ----------------------------------------

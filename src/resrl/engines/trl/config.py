@@ -19,6 +19,8 @@ Fields, besides GRPOConfig's (engines/trl/fields.py says what becomes of each of
                         need TRL's use_transformers_continuous_batching / use_vllm)
     shared_prefill      one prefill per prompt for its G samples (None: auto's choice)
     reuse_frozen        the training forward starts above frozen bottom layers (None: auto's choice)
+    max_logp_diff       the on-policy check's threshold: a step whose generation/logp_diff_max exceeds it
+                        is an error (None: logged only)
     <name>              AlgorithmConfig's scalar settings (std_eps, correct_threshold, length_scale, ...)
     resrl_<name>        ResRLConfig (rank, pos_scale = λ_pos, quantile_low / quantile_high,
                         hidden_alignment, weighting, preset, ...)
@@ -122,6 +124,9 @@ class _ResRLGRPOConfigBase(GRPOConfig):
         "help": "hf / compiled: one prefill per prompt for its G samples; None: auto's choice."})
     reuse_frozen: bool | None = field(default=None, metadata={
         "help": "With frozen bottom layers, the training forward starts above them; None: auto's choice."})
+    max_logp_diff: float | None = field(default=None, metadata={
+        "help": "Nats: a step whose generation/logp_diff_max (recorded vs the training forward's log-probs, "
+                "same temperature / top-k / top-p) exceeds this is an error; None: logged only."})
     # GRPOConfig fields whose default differs here (see the module docstring)
     loss_type: str | None = field(default=None, metadata={
         "help": f"TRL's loss, mapped to resrl's loss.policy_loss and loss.agg ({', '.join(LOSS_TYPES)}). None: the "

@@ -72,7 +72,8 @@ class TrainerGeneration:
         if settings is None:
             settings = GenerationSettings(backend=getattr(trainer.args, "generation_backend", None) or "auto",
                                           shared_prefill=getattr(trainer.args, "shared_prefill", None),
-                                          reuse_frozen=getattr(trainer.args, "reuse_frozen", None))
+                                          reuse_frozen=getattr(trainer.args, "reuse_frozen", None),
+                                          max_logp_diff=getattr(trainer.args, "max_logp_diff", None))
         self.needs_penultimate = needs_penultimate
         model = trainer.accelerator.unwrap_model(trainer.model)
         depth = self.frozen_depth(model)
