@@ -33,17 +33,19 @@ import shutil
 import sys
 from pathlib import Path
 
-HANDOFF_FILE = "experiment.json"  # resrl.experiments.layout.HANDOFF_FILE (tests/test_experiment_parts.py)
-RESULT_FILE = "result.json"  # resrl.experiments.layout.RESULT_FILE
+from resrl.experiments.layout import HANDOFF_FILE, RESULT_FILE, TRAINED_FILE, WORKER_LOG
+from resrl.experiments.method import CURVE_DIR
+
 START_LINK = "warm_start"
-WEIGHTS = ("model", "curve")  # a run's saved model and the models kept at --curve-steps
-RUN_FILES = ("metrics.jsonl", "train_config.json", "result.json", "trained.json", "worker.log")
+WEIGHTS = ("model", CURVE_DIR)  # a run's saved model and the models kept at --curve-steps
+RUN_FILES = ("metrics.jsonl", "train_config.json", RESULT_FILE, TRAINED_FILE, WORKER_LOG)
 
 
 def experiments(out: Path) -> list[Path]:
-    """OUT and every experiment directory below it (one holding experiment.json), OUT first."""
-    found = sorted({p.parent for p in out.rglob(HANDOFF_FILE)}, key=lambda p: (len(p.parts), str(p)))
-    return [out] + [p for p in found if p != out] if (out / HANDOFF_FILE).is_file() or found else []
+    """OUT and every experiment directory below it (one holding experiment.json), OUT first; [] when
+    there is none."""
+    found = sorted({p.parent for p in out.rglob(HANDOFF_FILE)} - {out}, key=lambda p: (len(p.parts), str(p)))
+    return [out, *found] if found or (out / HANDOFF_FILE).is_file() else []
 
 
 def _is_run(path: Path) -> bool:
@@ -109,7 +111,7 @@ def unpack(src: Path, out: Path) -> list[Path]:
     if not experiments(src):
         raise SystemExit(f"experiment_parts: {src} is not a pack ({HANDOFF_FILE} nowhere in it)")
     _copy_back(src, out)
-    from resrl.experiments.kinds import ensure_base_model, link_start
+    from resrl.experiments.kinds import ensure_base_model, link_start  # torch and transformers: unpack only
 
     links = []
     for exp in experiments(out):
