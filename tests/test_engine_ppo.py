@@ -214,10 +214,11 @@ def test_critic_config_keys_and_errors(model_dir, tmp_path, caplog):
     assert parse_variant("ppo/critic.learning_rate=1e-3").overrides == ("critic.learning_rate=1e-3",)
     # a demo method is a variant label: its training config (every experiment kind's) carries the critic's settings
     from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.method import training_config
+    from resrl.experiments.kinds import kind_of
 
-    demo = training_config(get_demo_task("math").config(quick=True), "ppo/critic.trunk=shared/algorithm.ppo.lam=0.9",
-                           tmp_path / "demo")
+    task = get_demo_task("math")
+    demo = kind_of(task).train_config(task.config(quick=True), "ppo/critic.trunk=shared/algorithm.ppo.lam=0.9",
+                                      {"data_path": "rows.jsonl"}, tmp_path / "demo")
     assert (demo.algorithm.name, demo.critic.trunk, demo.algorithm.ppo.lam) == ("ppo", "shared", 0.9)
 
 

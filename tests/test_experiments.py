@@ -263,7 +263,7 @@ def test_a_resumed_run_whose_checkpoint_was_rotated_away_still_finishes(tmp_path
     import shutil
     from types import SimpleNamespace
 
-    import resrl.train as train_pkg
+    import resrl.train.runner as runner
     from resrl.experiments.method import train
 
     here = tmp_path / "resrl"
@@ -282,7 +282,7 @@ def test_a_resumed_run_whose_checkpoint_was_rotated_away_still_finishes(tmp_path
         shutil.rmtree(here / "checkpoint-4")  # rotated away by the trainer while it went on
         return SimpleNamespace(model=Saves(), tokenizer=Saves(), resrl_mode="aligned")
 
-    monkeypatch.setattr(train_pkg, "run_training", run_training)
+    monkeypatch.setattr(runner, "run_training", run_training)
     done = train(SimpleNamespace(), tmp_path / "start", here)
     assert not (here / "checkpoint-4").exists()  # the situation really occurred
     assert done["resumed_from"] == 4 and json.loads((here / "trained.json").read_text())["resumed_from"] == 4

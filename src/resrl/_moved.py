@@ -106,6 +106,8 @@ MOVED_NAMES: dict[tuple[str, str], tuple[str, str]] = {
                                                              UNRELEASED),
     ("resrl.experiments.seeds", "WARM_START"): ("resrl.demo.config.START", UNRELEASED),
     ("resrl.experiments.method", "START"): ("resrl.demo.config.START", UNRELEASED),
+    ("resrl.experiments.method", "training_config"): ("resrl.experiments.kinds.ExperimentKind.train_config",
+                                                       UNRELEASED),
     ("resrl.experiments.seeds", "budget_args"): (
         "resrl.experiments.command.seed_configs (each seed's process runs its ExperimentConfig)", UNRELEASED),
     # one step-episode evaluator (resrl.eval.steps) for every step task; a family gives its environment and scorer

@@ -141,26 +141,19 @@ def _steps(text: str) -> tuple[int, ...]:
     return steps
 
 
-def override_keys(args: argparse.Namespace) -> list[str]:
-    """The command line's settings of the task's experiment as `key=value` overrides: the short flags
-    (their keys: `ALIASES`), then the KEY=VALUE given."""
-    from resrl.demo.config import ALIASES
-
-    values = {option: getattr(args, option, None) for option in ALIASES}
-    return [f"{ALIASES[o]}={v!r}" for o, v in values.items() if v is not None] + list(args.overrides)
-
-
 def config_from_args(args: argparse.Namespace, kind=None):
     """The demo task's ExperimentConfig with the command line's options and overrides; every option
     checked here, before any work. `kind`: the task's experiment kind (`kind_of`), where the caller has it."""
-    from resrl.demo.config import with_overrides
+    from resrl.demo.config import ALIASES, with_overrides
     from resrl.demo.tasks import get_demo_task
     from resrl.experiments.kinds import kind_of
 
     kind = kind or kind_of(get_demo_task(args.task))
     task = kind.task
+    # the short flags as the `key=value` overrides they stand for (ALIASES), then the KEY=VALUE given
+    keys = [f"{ALIASES[o]}={getattr(args, o)!r}" for o in ALIASES if getattr(args, o, None) is not None]
     try:
-        cfg = with_overrides(task.config(quick=args.quick), override_keys(args))
+        cfg = with_overrides(task.config(quick=args.quick), keys + list(args.overrides))
     except ConfigError as exc:
         raise _flag_error(args, exc) from exc
     changes = {"seed": args.seed, "threads": args.threads, "eval_split": args.eval_split}

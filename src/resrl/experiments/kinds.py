@@ -16,7 +16,7 @@ method trains from, saved to OUT/warm_start; its summary fields), `train_data(cf
 and reward a method trains on, where they are not the training config's), `evaluate(cfg, policy,
 model_dir, inputs, exp)` (a policy's summary entry) and `report(exp, summary)`. What every method
 trains with is the experiment's `resrl train` config (`ExperimentConfig.train`,
-`resrl.experiments.method.training_config`), whatever the kind. A demo task names its kind
+`ExperimentKind.train_config`), whatever the kind. A demo task names its kind
 (`DemoTask.experiment`); `KINDS` holds one class per kind. A new kind is one subclass and one line in
 `KINDS`.
 """
@@ -34,8 +34,7 @@ from typing import Protocol
 
 from resrl.demo.config import START, ExperimentConfig
 from resrl.errors import InputError
-from resrl.experiments.method import (EvalResult, check_curve_steps, eval_dir, evaluate, split_label, train,
-                                      training_config)
+from resrl.experiments.method import EvalResult, check_curve_steps, eval_dir, evaluate, split_label, train
 
 
 @dataclass
@@ -75,9 +74,30 @@ class ExperimentKind(ABC):
         """The methods' `data.train` (a file the start wrote), or None: their rows are `train_data`'s."""
         return None
 
-    def train_config(self, cfg: ExperimentConfig, label: str, inputs: dict, output_dir: Path):
-        """Method `label`'s `resrl train` config (`training_config`), its curve steps checked."""
-        config = training_config(cfg, label, output_dir, data=self.data(cfg, inputs))
+    def train_config(self, cfg: ExperimentConfig, label: str, inputs: dict, output_dir: str | Path):
+        """Method `label`'s `resrl train` configuration: the experiment's training sections with its seed
+        (`ExperimentConfig.training`; the kind's `data`: its `data.train`), the method's `algorithm`
+        section (`label`: a registry name or a variant `name/key=value...`, `resrl.train.variants`),
+        `train.output_dir`, then the variant's own training keys (`resrl/train.learning_rate=3e-5`) over
+        it all; the experiment's curve steps checked against it (`check_curve_steps`).
+
+        A checkpoint falls between generation rounds (TrainConfig.validate), so the experiment's
+        `checkpoint.save_steps` is rounded up to a multiple of the method's updates per round (a variant's
+        `train.update_prompts=4` gives 4 of 16 prompts: every 12 updates for save_steps 10); a
+        `checkpoint.save_steps` the variant gives is its own, as given."""
+        from resrl.train.config import config_from_dict
+        from resrl.train.schema import apply_overrides
+        from resrl.train.variants import parse_variant
+
+        variant = parse_variant(label)
+        sections = cfg.training(data=self.data(cfg, inputs))
+        sections["algorithm"] = variant.algorithm_section()
+        sections["train"]["output_dir"] = str(output_dir)
+        save_steps = sections.setdefault("checkpoint", {}).setdefault("save_steps", 0)
+        config = config_from_dict(apply_overrides(sections, list(variant.overrides)))
+        if save_steps and "checkpoint.save_steps" not in {k.split("=", 1)[0].strip() for k in variant.overrides}:
+            per_round = max(1, config.updates_per_round)
+            config.checkpoint.save_steps = -(-save_steps // per_round) * per_round
         check_curve_steps(config, cfg.curve_steps)
         return config
 

@@ -1,9 +1,6 @@
-"""The one-method toolkit of every experiment kind: a method's training config, its run (train, then
-evaluate; resumed mid-training from its checkpoints), the reuse of an earlier experiment's training,
+"""The one-method toolkit of every experiment kind: a method's run (train, then evaluate; resumed mid-training from its checkpoints), the reuse of an earlier experiment's training,
 and the evaluation records.
 
-    training_config(cfg, label, output_dir)               a method's `resrl train` config: the
-                                                          experiment's + the method's variant settings
     run_one(cfg, label, inputs)                           one method's run: the worker protocol's job
     keep_checkpoint_models(run, steps)                    the models of checkpoints at `steps`, kept for
                                                           the learning curve (OUT/<run>/curve/step-N)
@@ -59,32 +56,6 @@ WARM_CHECK = "warm-start check"  # the supervised warm start's greedy stopping c
 
 # -- training ---------------------------------------------------------------------------------------
 
-def training_config(cfg: ExperimentConfig, label: str, output_dir: str | Path, data: str | None = None):
-    """Method `label`'s `resrl train` configuration: the experiment's training sections with its seed
-    (`ExperimentConfig.training`; `data`: its `data.train`), the method's `algorithm` section
-    (`label`: a registry name or a variant `name/key=value...`, `resrl.train.variants`),
-    `train.output_dir`, then the variant's own training keys (`resrl/train.learning_rate=3e-5`) over it all.
-
-    A checkpoint falls between generation rounds (TrainConfig.validate), so the experiment's
-    `checkpoint.save_steps` is rounded up to a multiple of the method's updates per round (a variant's
-    `train.update_prompts=4` gives 4 of 16 prompts: every 12 updates for save_steps 10); a
-    `checkpoint.save_steps` the variant gives is its own, as given."""
-    from resrl.train.config import config_from_dict
-    from resrl.train.schema import apply_overrides
-    from resrl.train.variants import parse_variant
-
-    variant = parse_variant(label)
-    sections = cfg.training(data=data)
-    sections["algorithm"] = variant.algorithm_section()
-    sections["train"]["output_dir"] = str(output_dir)
-    save_steps = sections.setdefault("checkpoint", {}).setdefault("save_steps", 0)
-    config = config_from_dict(apply_overrides(sections, list(variant.overrides)))
-    if save_steps and "checkpoint.save_steps" not in {k.split("=", 1)[0].strip() for k in variant.overrides}:
-        per_round = max(1, config.updates_per_round)
-        config.checkpoint.save_steps = -(-save_steps // per_round) * per_round
-    return config
-
-
 def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_fn=None,
           on_log: Callable[[dict], None] | None = None, curve_steps: Sequence[int] = ()) -> dict:
     """Train `config` from the model in `start_dir`, resuming from the newest checkpoint in `here`
@@ -95,7 +66,7 @@ def train(config, start_dir: str | Path, here: Path, train_dataset=None, reward_
     the steps before its checkpoint too), "rl_seconds", "resrl_mode", "resumed_from" (a checkpoint's
     step, or None)}."""
     from resrl.checkpoint import checkpoint_step, latest_checkpoint
-    from resrl.train import run_training
+    from resrl.train.runner import run_training
 
     checkpoint = latest_checkpoint(here) if here.is_dir() else None
     # read now: the checkpoint resumed from can be rotated away (save_total_limit) while training goes on
@@ -406,11 +377,11 @@ def greedy_accuracy(model, tokenizer, problems: Sequence[Problem], config: EvalC
 
 
 def __getattr__(name: str):
-    """A name that left this module (START): an ImportError naming its new path (resrl._moved)."""
+    """A name that left this module (START, training_config): an ImportError naming its new path (resrl._moved)."""
     from resrl._moved import moved_name
 
     raise moved_name(__name__, name)
 
-__all__ = ["CURVE_DIR", "check_curve_steps", "curve_models", "keep_checkpoint_models", "curve_policy", "HELD_OUT", "DEV_SPLIT", "SEED_NAMES", "NOT_TRAINING", "EvalConfig", "EvalResult", "training_config", "train", "run_one",
+__all__ = ["CURVE_DIR", "check_curve_steps", "curve_models", "keep_checkpoint_models", "curve_policy", "HELD_OUT", "DEV_SPLIT", "SEED_NAMES", "NOT_TRAINING", "EvalConfig", "EvalResult", "train", "run_one",
            "reusable_training", "link_reused", "eval_dir", "split_label", "greedy_config", "evaluate",
            "greedy_accuracy", "run_evaluation"]

@@ -14,6 +14,7 @@ Everything is deterministic given `cfg.seed`; the numbers do not depend on the n
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import time
@@ -106,7 +107,7 @@ def run_experiment(cfg: ExperimentConfig, workers: int | None = None, kind: Expe
     the start. Each run seeds itself and loads its start from disk, so every number is the same
     either way (tested bit for bit); only the timings differ."""
     from resrl.demo.tasks import get_demo_task
-    from resrl.experiments.method import eval_dir
+    from resrl.experiments.method import eval_dir, run_one
     from resrl.experiments.present.display import (Display, console, eval_info, follow_metrics, header, print_table,
                                                    split_title)
     from resrl.experiments.workers import run_methods
@@ -163,12 +164,9 @@ def run_experiment(cfg: ExperimentConfig, workers: int | None = None, kind: Expe
                 for algo, bar in list(bars.items()):
                     follow_metrics(exp.display, bar, run_dir(out, algo) / "metrics.jsonl", seen, algo, steps)
 
-        def one(cfg_, label: str, inputs: dict) -> dict:  # in this process: its bars, its log
-            from resrl.experiments.method import run_one
-
-            return run_one(cfg_, label, inputs, kind, exp)
-
         t1 = time.perf_counter()
+        # run_one(cfg, label, inputs) of the worker protocol; in this process with its bars and its log (exp)
+        one = functools.partial(run_one, kind=kind, exp=exp)
         results = run_methods(out, cfg.task_name, cfg, cfg.algorithms, one, workers, inputs=start.inputs,
                               say=say, on_poll=on_poll, while_waiting=evaluate_start, resume=True,
                               on_discard=lambda label: shutil.rmtree(eval_dir(out, label), ignore_errors=True))
