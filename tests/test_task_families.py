@@ -158,3 +158,20 @@ def test_registering_the_builtins_imports_nothing_optional_or_heavy():
                   "'bfcl_eval', 'math_verify', 'datasets') if m in sys.modules))")
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_every_deferred_hook_names_a_function_that_exists():
+    """A hook given as "module:function" (registry.Deferred: imported when first called, so that
+    registering imports nothing heavy) names a callable of a module that imports; a typo fails here,
+    not when a user first runs `resrl eval` on that family's data."""
+    import importlib
+    from dataclasses import fields
+
+    hooks = [(family.name, getattr(family.evaluator, h.name)) for family in registry.families() if family.evaluator
+             for h in fields(family.evaluator) if isinstance(getattr(family.evaluator, h.name), registry.Deferred)]
+    assert {name for name, _ in hooks} >= {"alfworld", "webshop", "tools"}
+    for name, hook in hooks:
+        module, _, function = hook.target.partition(":")
+        assert callable(getattr(importlib.import_module(module), function, None)), (name, hook.target)
+    with pytest.raises(AttributeError):  # a name the module lacks is not passed over
+        registry.Deferred("resrl.tasks.registry:no_such_hook")()

@@ -122,6 +122,18 @@ class EvalRun:
 
 
 @dataclass(frozen=True)
+class Deferred:
+    """A family's hook given as "module:function", imported when first called: registering a family
+    imports nothing heavy (see the module docstring), so its evaluator lives in a module of its own."""
+
+    target: str
+
+    def __call__(self, *args, **kwargs):
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+
+@dataclass(frozen=True)
 class Evaluator:
     """How `resrl eval` handles a family's data sets beyond sampling single prompts.
 
@@ -333,7 +345,7 @@ def command_modules() -> list[str]:
     return [m for f in families() for m in f.commands]
 
 
-__all__ = ["BUILTIN_FAMILIES", "TaskFamily", "RowFormat", "EnvSpec", "Evaluator", "EvalRun", "EvalTools",
+__all__ = ["BUILTIN_FAMILIES", "TaskFamily", "RowFormat", "EnvSpec", "Deferred", "Evaluator", "EvalRun", "EvalTools",
            "register_family", "families", "get_family", "family_for_data", "family_for_reward", "family_for_env",
            "env_spec", "reward_name_of", "reward_names", "data_names", "row_formats", "step_env_names",
            "default_reward", "eval_scorer", "reward_for_data", "command_modules"]

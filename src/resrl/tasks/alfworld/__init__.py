@@ -14,7 +14,7 @@ from resrl.tasks.alfworld.engine import EXTRA_HINT, engine_available, require_en
 from resrl.tasks.alfworld.env import (NOTHING_HAPPENS, AlfWorldEnv, AlfWorldSpec, alfworld_env_factory,
                                       alfworld_step_env, make_alfworld_env)
 from resrl.tasks.alfworld.prompts import STYLES, parse_action, step_messages
-from resrl.tasks.registry import EnvSpec, Evaluator, TaskFamily
+from resrl.tasks.registry import Deferred, EnvSpec, Evaluator, TaskFamily
 
 PREFIXES = ("alfworld:", "alfworld-synth:")
 
@@ -29,24 +29,13 @@ def _games(spec: str, limit: int | None = None) -> list[dict]:
             for row in load_alfworld_tasks(spec, limit=limit)]
 
 
-def _eval_arguments(parser) -> None:
-    from resrl.tasks.alfworld.evaluate import eval_arguments
-
-    eval_arguments(parser)
-
-
-def _eval_report(run) -> None:
-    from resrl.tasks.alfworld.evaluate import eval_report
-
-    eval_report(run)
-
-
 FAMILY = TaskFamily(
     name="alfworld", prefixes=PREFIXES, games=_games,
     envs=(EnvSpec("alfworld", layouts=("step",), step_factory="resrl.tasks.alfworld.env:alfworld_step_env",
                   layout_reason="a 50-step episode as one concatenated sequence passes 30k tokens",
                   ends_at_max_steps=True),),
-    evaluator=Evaluator(takes=lambda spec: True, run=_eval_report, arguments=_eval_arguments),
+    evaluator=Evaluator(takes=lambda spec: True, run=Deferred("resrl.tasks.alfworld.evaluate:eval_report"),
+                        arguments=Deferred("resrl.tasks.alfworld.evaluate:eval_arguments")),
     commands=("resrl.tasks.alfworld.command",))
 
 __all__ = ["AlfWorldEnv", "AlfWorldSpec", "make_alfworld_env", "alfworld_env_factory", "alfworld_step_env",

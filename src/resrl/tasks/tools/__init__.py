@@ -3,7 +3,7 @@ BFCL's possible-answer matching, the `"tool_call"` / `"tool_call_exact"` rewards
 multi-turn environment (`env.name: bfcl`) and the BFCL evaluation table.
 """
 
-from resrl.tasks.registry import EnvSpec, Evaluator, RowFormat, TaskFamily
+from resrl.tasks.registry import Deferred, EnvSpec, Evaluator, RowFormat, TaskFamily
 
 PREFIX = "bfcl:"
 
@@ -63,16 +63,10 @@ def _multi_turn(spec: str) -> bool:
     return str(spec).startswith(PREFIX) and canonical_category(str(spec)[len(PREFIX):]) in MULTI_TURN
 
 
-def _eval_report(run) -> None:
-    from resrl.tasks.tools.evaluate import eval_report
-
-    eval_report(run)
-
-
 FAMILY = TaskFamily(
     name="tools", prefixes=(PREFIX,), load=_load, report_name=_report_name, report_names_unique=False,
     rows=RowFormat(_is_row, _to_problem), rewards={"tool_call": _reward, "tool_call_exact": _reward},
     reward_name=_reward_name, data_reward="tool_call_exact",
     envs=(EnvSpec("bfcl", layouts=("concat",), concat_envs=_concat_envs,
                   data="a BFCL multi-turn category, e.g. bfcl:multi_turn_base"),),
-    evaluator=Evaluator(takes=_multi_turn, run=_eval_report))
+    evaluator=Evaluator(takes=_multi_turn, run=Deferred("resrl.tasks.tools.evaluate:eval_report")))

@@ -12,7 +12,7 @@ paper's columns, score and success (`evaluate.py`).
 Importing this package needs nothing beyond resrl (rapidfuzz is imported when a purchase is scored).
 """
 
-from resrl.tasks.registry import EnvSpec, Evaluator, TaskFamily
+from resrl.tasks.registry import Deferred, EnvSpec, Evaluator, TaskFamily
 from resrl.tasks.webshop.data import SPEC_PREFIXES as PREFIXES  # stdlib only: 'webshop:', the packaged sets
 
 
@@ -25,24 +25,13 @@ def _games(spec: str, limit: int | None = None) -> list[dict]:
     return [{"prompt": json.dumps(row, sort_keys=True), "answer": str(row["id"])} for row in load_goal_rows(spec, limit)]
 
 
-def _eval_arguments(parser) -> None:
-    from resrl.tasks.webshop.evaluate import eval_arguments
-
-    eval_arguments(parser)
-
-
-def _eval_report(run) -> None:
-    from resrl.tasks.webshop.evaluate import eval_report
-
-    eval_report(run)
-
-
 FAMILY = TaskFamily(
     name="webshop", prefixes=PREFIXES, games=_games,
     envs=(EnvSpec("webshop", layouts=("step",), step_factory="resrl.tasks.webshop.env:webshop_step_env",
                   layout_reason="a 15-step episode of result pages as one concatenated sequence passes 20k tokens",
                   ends_at_max_steps=True),),
-    evaluator=Evaluator(takes=lambda spec: True, run=_eval_report, arguments=_eval_arguments),
+    evaluator=Evaluator(takes=lambda spec: True, run=Deferred("resrl.tasks.webshop.evaluate:eval_report"),
+                        arguments=Deferred("resrl.tasks.webshop.evaluate:eval_arguments")),
     commands=("resrl.tasks.webshop.command",))
 
 
