@@ -22,6 +22,9 @@ seed and start, so the same training.
 `unpack` copies DIR into OUT (refusing to overwrite a file that differs) and, in each experiment
 whose start was the pretrained base model (config start.model_dir), links OUT/warm_start to it again,
 converting it first where this machine has not (resrl.experiments.kinds.ensure_base_model).
+
+A pack is meant to be committed, so its logs name no folder of the machine that ran them: the Python
+environment's path (in warnings) reads `<python>`, the directory `pack` runs in reads `.`.
 """
 
 from __future__ import annotations
@@ -89,7 +92,21 @@ def pack(out: Path, dest: Path) -> dict:
                 # eval/ (records), a warm start the experiment trained itself (the tiny tasks': small), a
                 # seed or dev directory whose experiment has not begun (its run_config.json)
                 shutil.copytree(entry, dest / rel, dirs_exist_ok=True, ignore=_no_weights)
+    for log in dest.rglob("*.log"):
+        log.write_text(without_machine_paths(log.read_text(errors="replace")))
     return {"runs": packed, "left": left}
+
+
+def without_machine_paths(text: str) -> str:
+    """A log as it reads on any machine: where this machine's Python environment lies (a warning's
+    `.../site-packages/transformers/...`) becomes `<python>`, the directory the experiment runs in
+    (where `pack` runs) `.`. A pack is committed: it names no folder of the machine that ran it."""
+    places = {str(Path(sys.prefix).resolve()): "<python>", str(Path(sys.prefix)): "<python>",
+              str(Path.cwd().resolve()): ".", str(Path.cwd()): "."}
+    for place in sorted(places, key=len, reverse=True):
+        if place not in ("/", "."):
+            text = text.replace(place, places[place])
+    return text
 
 
 def _copy_back(src: Path, out: Path) -> None:

@@ -67,6 +67,29 @@ def test_pack_keeps_finished_runs_and_records_without_weights(tmp_path):
     assert not (dest / "dev" / "warm_start").exists() and not (dest / "dev" / "warm_start").is_symlink()
 
 
+def test_packed_logs_name_no_folder_of_the_machine(tmp_path, monkeypatch):
+    """A pack is committed: a warning's path into this machine's Python environment, and the directory
+    the experiment ran in, do not travel with it (every other line does)."""
+    import sys
+
+    parts = _parts()
+    out, _ = _grid_out(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    env = str(Path(sys.prefix).resolve())
+    warning = f"{env}/lib/python3.11/site-packages/transformers/modeling_utils.py:3303: UserWarning: x\n"
+    _write(out / "dev" / "grpo+train.learning_rate=1e-05" / "worker.log", warning + f"saved to {tmp_path}/OUT/dev\n")
+    _write(out / "dev" / "console.log", f"[ 1.0 s] start from {tmp_path}/models/base\n")
+    dest = tmp_path / "pack"
+    parts.pack(out, dest)
+    worker = (dest / "dev" / "grpo+train.learning_rate=1e-05" / "worker.log").read_text()
+    console = (dest / "dev" / "console.log").read_text()
+    assert env in (out / "dev" / "grpo+train.learning_rate=1e-05" / "worker.log").read_text()  # it was there
+    assert worker == ("<python>/lib/python3.11/site-packages/transformers/modeling_utils.py:3303: UserWarning: x\n"
+                      "saved to ./OUT/dev\n")
+    assert console == "[ 1.0 s] start from ./models/base\n"
+    assert not any(str(tmp_path) in p.read_text() or env in p.read_text() for p in dest.rglob("*.log"))
+
+
 def test_unpack_links_the_start_again_and_the_run_is_kept_on_resume(tmp_path):
     parts = _parts()
     out, base = _grid_out(tmp_path)
