@@ -92,8 +92,11 @@ def pack(out: Path, dest: Path) -> dict:
                 # eval/ (records), a warm start the experiment trained itself (the tiny tasks': small), a
                 # seed or dev directory whose experiment has not begun (its run_config.json)
                 shutil.copytree(entry, dest / rel, dirs_exist_ok=True, ignore=_no_weights)
-    for log in dest.rglob("*.log"):
-        log.write_text(without_machine_paths(log.read_text(errors="replace")))
+    for log in dest.rglob("*.log"):  # newline="": a progress bar's carriage returns stay as they were
+        with open(log, encoding="utf-8", errors="replace", newline="") as f:
+            text = f.read()
+        with open(log, "w", encoding="utf-8", newline="") as f:
+            f.write(without_machine_paths(text))
     return {"runs": packed, "left": left}
 
 

@@ -78,15 +78,15 @@ def test_packed_logs_name_no_folder_of_the_machine(tmp_path, monkeypatch):
     env = str(Path(sys.prefix).resolve())
     warning = f"{env}/lib/python3.11/site-packages/transformers/modeling_utils.py:3303: UserWarning: x\n"
     _write(out / "dev" / "grpo+train.learning_rate=1e-05" / "worker.log", warning + f"saved to {tmp_path}/OUT/dev\n")
-    _write(out / "dev" / "console.log", f"[ 1.0 s] start from {tmp_path}/models/base\n")
+    _write(out / "dev" / "console.log", f"[ 1.0 s] start from {tmp_path}/models/base\nbar 1%\rbar 2%\n")
     dest = tmp_path / "pack"
     parts.pack(out, dest)
     worker = (dest / "dev" / "grpo+train.learning_rate=1e-05" / "worker.log").read_text()
-    console = (dest / "dev" / "console.log").read_text()
+    console = (dest / "dev" / "console.log").read_bytes().decode()
     assert env in (out / "dev" / "grpo+train.learning_rate=1e-05" / "worker.log").read_text()  # it was there
     assert worker == ("<python>/lib/python3.11/site-packages/transformers/modeling_utils.py:3303: UserWarning: x\n"
                       "saved to ./OUT/dev\n")
-    assert console == "[ 1.0 s] start from ./models/base\n"
+    assert console == "[ 1.0 s] start from ./models/base\nbar 1%\rbar 2%\n"  # every other byte as it was
     assert not any(str(tmp_path) in p.read_text() or env in p.read_text() for p in dest.rglob("*.log"))
 
 
