@@ -1,5 +1,6 @@
-"""The one-method toolkit of every experiment kind: a method's run (train, then evaluate; resumed mid-training from its checkpoints), the reuse of an earlier experiment's training,
-and the evaluation records.
+"""The one-method toolkit of every experiment kind: a method's run (train, then evaluate; resumed
+mid-training from its checkpoints), the reuse of an earlier experiment's training, and the evaluation
+records.
 
     run_one(cfg, label, inputs)                           one method's run: the worker protocol's job
     keep_checkpoint_models(run, steps)                    the models of checkpoints at `steps`, kept for

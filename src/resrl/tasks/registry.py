@@ -129,8 +129,9 @@ class Deferred:
     target: str
 
     def __call__(self, *args, **kwargs):
-        module, _, name = self.target.partition(":")
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        from resrl.user_code import load_user_object
+
+        return load_user_object(self.target, "task-family hook")(*args, **kwargs)
 
 
 @dataclass(frozen=True)
