@@ -9,10 +9,10 @@ from setting_route import demo_and_train_routes, route
 pytestmark = pytest.mark.slow
 
 
-def test_the_route_follows_the_setting_and_only_it(tmp_path):
-    """The measure can tell: a command that never builds GRPOConfig with the value is not reached,
-    and the route of `resrl train` holds the functions that carry the setting and none that only
-    read it aside (the config's validation)."""
+def test_a_command_that_never_builds_grpo_config_is_not_reached(tmp_path):
+    """The measure can tell: `--print-config` builds no GRPOConfig, so no route is reported (the next
+    test checks that `resrl train`'s route holds the functions that carry the setting and none that
+    only read it aside)."""
     assert not route(["demo", "--quick", "--print-config", "--out", str(tmp_path / "d")]).reached
 
 
